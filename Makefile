@@ -1,0 +1,41 @@
+# Two commands do all the set-up on a fresh machine:
+#   make demo   creates .venv if missing, installs seetjax, runs the main job on the embedded default
+#   make test   same set-up plus the test extra, then the test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt
+
+# bfcl-eval supplies BFCL's data files and executable API classes. Its metadata pins an old numpy
+# and a dozen hosted-model API clients that we never import, so it is installed without
+# dependencies, plus mpmath, the one its multi-turn API classes (math_api) need.
+BFCL := bfcl-eval==2026.3.23 mpmath==1.3.0
+
+.PHONY: install install-test demo test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: $(BIN)/python setup.py constraints.txt
+	$(PIP) -e .
+	$(PIP) --no-deps $(BFCL)
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PIP) -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+demo: install
+	$(BIN)/python launch/sample.py --config=configs/tiny.py
+
+test: install-test
+	$(BIN)/python -m pytest -n auto tests
+
+bench: install-test
+	$(BIN)/python experiments/benchmarks/bench_sampler.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,202 @@
+"""Hugging Face checkpoint directories <-> seetjax models, without torch.
+
+A directory holds `config.json`, `model.safetensors` (or numbered shards plus
+`model.safetensors.index.json`) and, optionally, tokenizer files. Parameter names follow the HF
+modules one to one; dense kernels are stored transposed ([out, in] in HF, [in, out] here). A PPO
+value head, which HF causal-LM classes do not have, is kept beside them in `value_head.safetensors`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import safetensors.numpy
+import transformers
+from flax import nnx
+from jax.sharding import Mesh
+
+from seetjax import sharding
+from seetjax.models.config import ModelConfig, RopeScaling
+from seetjax.models.safetensors_io import SafetensorsReader, write_sharded
+from seetjax.models.transformer import Transformer
+
+log = logging.getLogger(__name__)
+
+VALUE_HEAD_FILE = "value_head.safetensors"
+_ARCHITECTURES = {"qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM"}
+_CONFIG_CLASSES = {"qwen2": transformers.Qwen2Config, "llama": transformers.LlamaConfig}
+_LEAF_NAMES = {"kernel": "weight", "scale": "weight", "embedding": "weight", "bias": "bias"}
+
+
+def config_from_hf(hf: transformers.PretrainedConfig, **overrides: Any) -> ModelConfig:
+    """ModelConfig from a transformers config; `overrides` set seetjax-only fields."""
+    model_type = hf.model_type
+    if model_type not in _CONFIG_CLASSES:
+        raise ValueError(f"config.json: model_type={model_type!r} is not one of "
+                         f"{sorted(_CONFIG_CLASSES)}")
+    if getattr(hf, "hidden_act", "silu") != "silu":
+        raise ValueError(f"config.json: hidden_act={hf.hidden_act!r}; only silu (SwiGLU) is supported")
+    if getattr(hf, "use_sliding_window", False):
+        raise ValueError("config.json: use_sliding_window=true is not supported")
+    rope = dict(hf.rope_parameters or {})
+    rope_type = rope.get("rope_type", "default")
+    if rope_type == "default":
+        scaling = None
+    elif rope_type == "llama3":
+        scaling = RopeScaling(
+            factor=float(rope["factor"]), low_freq_factor=float(rope["low_freq_factor"]),
+            high_freq_factor=float(rope["high_freq_factor"]),
+            original_max_position_embeddings=int(rope["original_max_position_embeddings"]))
+    else:
+        raise ValueError(f"config.json: rope_type={rope_type!r} is not supported "
+                         "(default and llama3 are)")
+    if model_type == "qwen2":
+        qkv_bias, o_bias, mlp_bias = True, False, False
+    else:
+        qkv_bias = o_bias = bool(hf.attention_bias)
+        mlp_bias = bool(hf.mlp_bias)
+    fields = dict(
+        model_type=model_type, vocab_size=hf.vocab_size, hidden_size=hf.hidden_size,
+        intermediate_size=hf.intermediate_size, num_layers=hf.num_hidden_layers,
+        num_heads=hf.num_attention_heads,
+        num_kv_heads=hf.num_key_value_heads or hf.num_attention_heads,
+        head_dim=getattr(hf, "head_dim", None) or 0, rope_theta=float(rope["rope_theta"]),
+        rope_scaling=scaling, rms_norm_eps=hf.rms_norm_eps, qkv_bias=qkv_bias, o_bias=o_bias,
+        mlp_bias=mlp_bias, tie_word_embeddings=bool(hf.tie_word_embeddings),
+        max_position_embeddings=hf.max_position_embeddings,
+        initializer_range=hf.initializer_range, bos_token_id=hf.bos_token_id,
+        eos_token_id=hf.eos_token_id, pad_token_id=hf.pad_token_id)
+    fields.update(overrides)
+    return ModelConfig(**fields)
+
+
+def config_to_hf(cfg: ModelConfig) -> transformers.PretrainedConfig:
+    """The transformers config class instance describing `cfg`."""
+    rope: dict[str, Any] = {"rope_type": "default", "rope_theta": cfg.rope_theta}
+    if cfg.rope_scaling is not None:
+        s = cfg.rope_scaling
+        rope.update(rope_type="llama3", factor=s.factor, low_freq_factor=s.low_freq_factor,
+                    high_freq_factor=s.high_freq_factor,
+                    original_max_position_embeddings=s.original_max_position_embeddings)
+    fields: dict[str, Any] = dict(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size, num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads,
+        head_dim=cfg.head_dim, hidden_act="silu", max_position_embeddings=cfg.max_position_embeddings,
+        rms_norm_eps=cfg.rms_norm_eps, rope_parameters=rope,
+        tie_word_embeddings=cfg.tie_word_embeddings, initializer_range=cfg.initializer_range,
+        bos_token_id=cfg.bos_token_id, eos_token_id=_as_json(cfg.eos_token_id),
+        pad_token_id=cfg.pad_token_id, architectures=[_ARCHITECTURES[cfg.model_type]],
+        dtype=cfg.param_dtype)
+    if cfg.model_type == "qwen2":
+        if not cfg.qkv_bias or cfg.o_bias or cfg.mlp_bias:
+            raise ValueError("a qwen2 checkpoint has q/k/v biases and no o_proj or MLP biases")
+    else:
+        if cfg.qkv_bias != cfg.o_bias:
+            raise ValueError("a llama checkpoint has biases on all of q/k/v/o_proj or on none")
+        fields.update(attention_bias=cfg.qkv_bias, mlp_bias=cfg.mlp_bias)
+    return _CONFIG_CLASSES[cfg.model_type](**fields)
+
+
+def _as_json(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def hf_name(path: tuple[Any, ...]) -> tuple[str, bool]:
+    """Our state path -> (HF tensor name, whether the array is stored transposed)."""
+    *modules, leaf = (str(p) for p in path)
+    prefix = "" if modules[0] in ("lm_head", "value_head") else "model."
+    return f"{prefix}{'.'.join(modules)}.{_LEAF_NAMES[leaf]}", leaf == "kernel"
+
+
+def load_hf_checkpoint(path: str | os.PathLike, *, dtype: str = "float32",
+                       compute_dtype: str | None = None, mesh: Mesh | None = None,
+                       rules=sharding.DEFAULT_RULES, seed: int = 0,
+                       **config_overrides: Any) -> Transformer:
+    """Builds a Transformer from an HF directory; weights stored as `dtype`.
+
+    With a `mesh`, each parameter is placed by its logical axes and each process reads only the
+    slices it holds. `config_overrides` set seetjax fields (`remat`, `value_head`, ...); a value
+    head absent from the directory is freshly initialised from `seed`.
+    """
+    path = Path(path)
+    hf_cfg = transformers.AutoConfig.from_pretrained(path)
+    cfg = config_from_hf(hf_cfg, param_dtype=dtype, dtype=compute_dtype or dtype,
+                         **config_overrides)
+    graphdef, abstract = nnx.split(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(seed))))
+    shardings = ({} if mesh is None else
+                 dict(nnx.to_flat_state(sharding.state_shardings(abstract, mesh, rules))))
+    tensors = SafetensorsReader(path)
+    if (path / VALUE_HEAD_FILE).exists():
+        tensors = {**tensors, **SafetensorsReader(path / VALUE_HEAD_FILE)}
+    fresh = None
+    used = set()
+    flat = []
+    for key, var in nnx.to_flat_state(abstract):
+        name, transposed = hf_name(key)
+        shape, want = var.get_value().shape, np.dtype(var.get_value().dtype)
+        if name not in tensors:
+            if key[0] != "value_head":
+                raise KeyError(f"{path}: tensor {name} is missing (needed for {'.'.join(map(str, key))})")
+            if fresh is None:
+                fresh = nnx.state(Transformer(cfg, rngs=nnx.Rngs(seed)).value_head)
+            array = np.asarray(fresh[key[1]].get_value())
+        else:
+            used.add(name)
+            array = tensors[name].T if transposed else tensors[name]
+        if array.shape != shape:
+            raise ValueError(f"{path}: tensor {name} has shape {array.shape}, expected {shape}")
+        target = shardings[key].get_value() if key in shardings else None
+        flat.append((key, var.replace(_place(array, want, target))))
+    unused = sorted(set(tensors) - used)
+    if unused:
+        log.warning("%s: %d tensors not used by the model, e.g. %s", path, len(unused), unused[:3])
+    return nnx.merge(graphdef, nnx.from_flat_state(flat))
+
+
+def _place(array: np.ndarray, dtype: np.dtype, target: jax.sharding.Sharding | None) -> jax.Array:
+    if target is None:
+        return jax.numpy.asarray(np.asarray(array, dtype))
+    # Each process materialises only the slices its devices hold.
+    return jax.make_array_from_callback(array.shape, target,
+                                        lambda index: np.asarray(array[index], dtype))
+
+
+def save_hf_checkpoint(model: Transformer, path: str | os.PathLike, *, tokenizer: Any = None,
+                       dtype: str | None = None, max_shard_bytes: int = 4 << 30) -> Path:
+    """Writes `model` (and `tokenizer`, if given) as a directory that
+    `transformers.AutoModelForCausalLM.from_pretrained` and `AutoTokenizer.from_pretrained` load.
+    Weights are stored as `dtype` (default: the model's parameter dtype)."""
+    path = Path(path)
+    cfg = model.config
+    out_dtype = np.dtype(jax.numpy.dtype(dtype or cfg.param_dtype))
+    tensors: dict[str, np.ndarray] = {}
+    value_head: dict[str, np.ndarray] = {}
+    for key, var in nnx.to_flat_state(nnx.state(model, nnx.Param)):
+        name, transposed = hf_name(key)
+        array = np.asarray(_gather(var.get_value())).astype(out_dtype)
+        target = value_head if key[0] == "value_head" else tensors
+        target[name] = np.ascontiguousarray(array.T if transposed else array)
+    if jax.process_index() != 0:
+        return path
+    path.mkdir(parents=True, exist_ok=True)
+    config = config_to_hf(cfg.replace(param_dtype=str(out_dtype)))
+    config.save_pretrained(path)
+    write_sharded(tensors, path, max_shard_bytes)
+    if value_head:
+        safetensors.numpy.save_file(value_head, path / VALUE_HEAD_FILE)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(path)
+    return path
+
+
+def _gather(x: jax.Array) -> np.ndarray:
+    if jax.process_count() > 1 and not x.is_fully_addressable:
+        from jax.experimental import multihost_utils
+        return multihost_utils.process_allgather(x, tiled=True)
+    return np.asarray(x)

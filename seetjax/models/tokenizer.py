@@ -1,0 +1,131 @@
+"""Tokenizers: any Hugging Face tokenizer directory, and the offline BPE builder.
+
+`Tokenizer` wraps a transformers fast tokenizer with what the rest of seetjax needs: ids in and out,
+chat templates with tools, the stop tokens of a chat turn. `train_bpe_tokenizer` trains a byte-level
+BPE with `tokenizers` and gives it `CHAT_TEMPLATE`, a ChatML-style template with system, user,
+assistant (with tool calls) and tool roles.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import tokenizers
+import transformers
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
+PAD_TOKEN = "<|endoftext|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
+# Tokens that end an assistant turn in the chat formats we know (ChatML, Llama 3).
+_TURN_END_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end_of_text|>")
+
+# Our own ChatML-style template. Tool docs go in the system message as one JSON object per line;
+# each assistant tool call is a <tool_call>{"name": ..., "arguments": {...}}</tool_call> block;
+# tool results are messages of role `tool`. Rendering is prefix-stable: a conversation rendered
+# with add_generation_prompt is a prefix of the same conversation with the reply appended.
+CHAT_TEMPLATE = (
+    # transformers renders with trim_blocks, so a newline right after a block tag is written as
+    # an expression, {{ '\n' }}.
+    "{% set sys = messages[0].content if messages and messages[0].role == 'system' else none %}"
+    "{% if sys is not none or tools %}<|im_start|>system\n"
+    "{% if sys is not none %}{{ sys }}{% endif %}"
+    "{% if tools %}{% if sys is not none %}{{ '\n\n' }}{% endif %}"
+    "You may call the tools below; each is a JSON object on its own line.\n<tools>"
+    "{% for tool in tools %}{{ '\n' }}"
+    "{{ (tool.function if tool.function is defined else tool) | tojson }}{% endfor %}"
+    "{{ '\n' }}</tools>\nCall a tool with "
+    "<tool_call>{\"name\": <name>, \"arguments\": <arguments as JSON>}</tool_call>, "
+    "one block per call.{% endif %}<|im_end|>{{ '\n' }}{% endif %}"
+    "{% for m in messages %}"
+    "{% if m.role == 'system' and loop.first %}"
+    "{% elif m.role == 'assistant' %}<|im_start|>assistant\n"
+    "{% if m.content %}{{ m.content }}{% endif %}"
+    "{% for call in m.tool_calls or [] %}"
+    "{% set f = call.function if call.function is defined else call %}"
+    "{% if not loop.first or m.content %}{{ '\n' }}{% endif %}"
+    "<tool_call>{\"name\": {{ f.name | tojson }}, \"arguments\": "
+    "{% if f.arguments is string %}{{ f.arguments }}{% else %}{{ f.arguments | tojson }}{% endif %}"
+    "}</tool_call>{% endfor %}<|im_end|>{{ '\n' }}"
+    "{% else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>{{ '\n' }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+class Tokenizer:
+    """A transformers fast tokenizer plus chat helpers; token ids in, token ids out."""
+
+    def __init__(self, hf_tokenizer: transformers.PreTrainedTokenizerBase):
+        self.hf = hf_tokenizer
+        if hf_tokenizer.chat_template is None:
+            raise ValueError("tokenizer has no chat template")
+        added = hf_tokenizer.added_tokens_encoder
+        self.stop_ids: tuple[int, ...] = tuple(sorted(
+            {i for i in (hf_tokenizer.eos_token_id, *map(added.get, _TURN_END_TOKENS))
+             if i is not None}))
+        if not self.stop_ids:
+            raise ValueError("tokenizer has neither an eos token nor a known end-of-turn token")
+        self.pad_id: int = (hf_tokenizer.pad_token_id if hf_tokenizer.pad_token_id is not None
+                            else self.stop_ids[0])
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike) -> Tokenizer:
+        """Loads a local HF tokenizer directory (never from a hub)."""
+        return cls(transformers.AutoTokenizer.from_pretrained(os.fspath(path),
+                                                              local_files_only=True))
+
+    def save_pretrained(self, path: str | os.PathLike) -> None:
+        self.hf.save_pretrained(os.fspath(path))
+
+    def __len__(self) -> int:
+        return len(self.hf)
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of `text`; special-token strings in it map to their ids, nothing is added."""
+        return self.hf.encode(text, add_special_tokens=False)
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        return self.hf.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def chat_text(self, messages: Sequence[Mapping[str, Any]],
+                  tools: Sequence[Mapping[str, Any]] | None = None,
+                  add_generation_prompt: bool = False) -> str:
+        return self.hf.apply_chat_template(list(messages), tools=list(tools) if tools else None,
+                                           add_generation_prompt=add_generation_prompt,
+                                           tokenize=False)
+
+    def chat_ids(self, messages: Sequence[Mapping[str, Any]],
+                 tools: Sequence[Mapping[str, Any]] | None = None,
+                 add_generation_prompt: bool = False) -> list[int]:
+        return self.encode(self.chat_text(messages, tools, add_generation_prompt))
+
+
+def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int,
+                        chat_template: str = CHAT_TEMPLATE) -> Tokenizer:
+    """Trains a byte-level BPE (Sennrich et al. 2016; GPT-2 byte alphabet) on `texts`.
+
+    The normalizer and pre-tokenizer are those of transformers' Qwen2Tokenizer: `AutoTokenizer`
+    rebuilds the tokenizer of a qwen2 directory with that pipeline, so sharing it is what makes a
+    saved directory give the same ids everywhere. Deterministic for the same texts in the same
+    order. Chat tokens are special (never split); the tool-call tags are ordinary added tokens,
+    kept when special tokens are skipped.
+    """
+    reference = transformers.Qwen2Tokenizer().backend_tokenizer
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.normalizer = reference.normalizer
+    tok.pre_tokenizer = reference.pre_tokenizer
+    tok.decoder = decoders.ByteLevel()
+    specials = [PAD_TOKEN, IM_START, IM_END]
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - 2, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  min_frequency=2, show_progress=False)
+    tok.train_from_iterator(texts, trainer)
+    tok.add_tokens([TOOL_CALL_OPEN, TOOL_CALL_CLOSE])
+    hf = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=IM_END, pad_token=PAD_TOKEN, bos_token=None,
+        chat_template=chat_template, model_max_length=32768, clean_up_tokenization_spaces=False)
+    return Tokenizer(hf)

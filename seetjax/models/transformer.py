@@ -1,0 +1,306 @@
+"""Decoder-only transformer of the Qwen2/Qwen2.5 and Llama-3 family, in Flax NNX.
+
+Pre-norm blocks: RMSNorm (Zhang & Sennrich 2019), rotary position embeddings (Su et al. 2021) with
+optional Llama-3 frequency scaling, grouped-query attention (Ainslie et al. 2023), SwiGLU MLP
+(Shazeer 2020). Attribute names follow the Hugging Face modules so checkpoint mapping is by name.
+
+Masking is explicit: every call takes token positions and an `attention_mask` of segment ids
+(0 = padding; equal non-zero ids attend to each other causally), which covers left or right padding
+and packed sequences alike. With a `KVCache`, each row's new tokens are written right after the
+tokens it already holds and attend to all of them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx, struct
+
+from seetjax.models.config import ModelConfig
+
+Array = jax.Array
+
+
+@struct.dataclass
+class KVCache:
+    """Keys and values of every layer, [batch, kv_heads, slots, head_dim] each (heads before
+    slots: decode attention reads each head's slots contiguously, ~3x faster on CPU).
+
+    Row b holds its tokens in slots [0, lengths[b]); new tokens are written right after them, so
+    rows of different lengths never waste slots on each other's padding.
+    """
+
+    keys: tuple[Array, ...]
+    values: tuple[Array, ...]
+    lengths: Array  # [batch] int32
+
+    @classmethod
+    def zeros(cls, cfg: ModelConfig, batch: int, slots: int) -> KVCache:
+        shape = (batch, cfg.num_kv_heads, slots, cfg.head_dim)
+
+        def zeros() -> tuple[Array, ...]:
+            return tuple(jnp.zeros(shape, cfg.compute_dtype) for _ in range(cfg.num_layers))
+
+        return cls(keys=zeros(), values=zeros(), lengths=jnp.zeros((batch,), jnp.int32))
+
+    @property
+    def slots(self) -> int:
+        return self.keys[0].shape[2]
+
+
+@functools.lru_cache(maxsize=64)
+def rope_inv_freq(cfg: ModelConfig) -> np.ndarray:
+    """Inverse RoPE frequencies, with Llama-3 scaling when `cfg.rope_scaling` is set."""
+    d = cfg.head_dim
+    inv_freq = 1.0 / (cfg.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
+    s = cfg.rope_scaling
+    if s is not None:
+        wavelen = 2 * np.pi / inv_freq
+        low_wavelen = s.original_max_position_embeddings / s.low_freq_factor
+        high_wavelen = s.original_max_position_embeddings / s.high_freq_factor
+        smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) / (
+            s.high_freq_factor - s.low_freq_factor)
+        scaled = np.where(wavelen > low_wavelen, inv_freq / s.factor, inv_freq)
+        medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+        inv_freq = np.where(medium, (1 - smooth) * scaled / s.factor + smooth * scaled, scaled)
+    return inv_freq.astype(np.float32)
+
+
+def apply_rope(x: Array, positions: Array, inv_freq: np.ndarray) -> Array:
+    """Rotates [batch, seq, heads, head_dim] by `positions` (half-split layout, as HF's rotate_half)."""
+    freqs = positions[..., None].astype(jnp.float32) * inv_freq  # [B, T, D/2]
+    angles = jnp.concatenate([freqs, freqs], axis=-1)[:, :, None, :]
+    cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)
+    x1, x2 = jnp.split(x, 2, axis=-1)
+    return x * cos + jnp.concatenate([-x2, x1], axis=-1) * sin
+
+
+def _param(rngs: nnx.Rngs, shape: Sequence[int], axes: Sequence[str | None], cfg: ModelConfig,
+           zero: bool = False) -> nnx.Param:
+    if zero:
+        value = jnp.zeros(shape, cfg.weight_dtype)
+    else:
+        value = cfg.initializer_range * jax.random.normal(rngs.params(), shape, cfg.weight_dtype)
+    return nnx.Param(value, axes=tuple(axes))
+
+
+class Dense(nnx.Module):
+    """y = x @ kernel (+ bias), computed in the config's compute dtype. kernel: [in, out]."""
+
+    def __init__(self, in_features: int, out_features: int, axes: tuple[str | None, str | None],
+                 cfg: ModelConfig, rngs: nnx.Rngs, use_bias: bool = False):
+        self.kernel = _param(rngs, (in_features, out_features), axes, cfg)
+        self.bias = _param(rngs, (out_features,), axes[1:], cfg, zero=True) if use_bias else None
+        self.dtype = cfg.compute_dtype
+
+    def __call__(self, x: Array) -> Array:
+        y = jnp.dot(x.astype(self.dtype), self.kernel[...].astype(self.dtype))
+        if self.bias is not None:
+            y = y + self.bias[...].astype(self.dtype)
+        return y
+
+
+class RMSNorm(nnx.Module):
+    """x / rms(x) * scale, normalised in f32."""
+
+    def __init__(self, dim: int, cfg: ModelConfig):
+        self.scale = nnx.Param(jnp.ones((dim,), cfg.weight_dtype), axes=("norm",))
+        self.eps = cfg.rms_norm_eps
+
+    def __call__(self, x: Array) -> Array:
+        x32 = x.astype(jnp.float32)
+        normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+        return self.scale[...].astype(x.dtype) * normed.astype(x.dtype)
+
+
+class Embed(nnx.Module):
+    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
+        self.embedding = _param(rngs, (cfg.vocab_size, cfg.hidden_size), ("vocab", "embed"), cfg)
+        self.dtype = cfg.compute_dtype
+
+    def __call__(self, tokens: Array) -> Array:
+        return jnp.take(self.embedding[...], tokens, axis=0).astype(self.dtype)
+
+
+class Attention(nnx.Module):
+    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
+        h, d = cfg.hidden_size, cfg.head_dim
+        self.q_proj = Dense(h, cfg.num_heads * d, ("embed", "heads"), cfg, rngs, cfg.qkv_bias)
+        self.k_proj = Dense(h, cfg.num_kv_heads * d, ("embed", "kv_heads"), cfg, rngs, cfg.qkv_bias)
+        self.v_proj = Dense(h, cfg.num_kv_heads * d, ("embed", "kv_heads"), cfg, rngs, cfg.qkv_bias)
+        self.o_proj = Dense(cfg.num_heads * d, h, ("heads", "embed"), cfg, rngs, cfg.o_bias)
+        self.config = cfg
+
+    def __call__(self, x: Array, positions: Array, mask: Array,
+                 kv: tuple[Array, Array, Array] | None = None) -> tuple[Array, tuple[Array, Array]]:
+        """x: [B, T, H]; mask: [B, T, S] bool. With `kv` = (keys, values, lengths) row b's new keys
+        and values are written from slot lengths[b] on and attention runs over all S slots."""
+        cfg = self.config
+        b, t, _ = x.shape
+        q = self.q_proj(x).reshape(b, t, cfg.num_heads, cfg.head_dim)
+        k = self.k_proj(x).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
+        v = self.v_proj(x).reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
+        inv_freq = rope_inv_freq(cfg)
+        q = apply_rope(q, positions, inv_freq)
+        k = apply_rope(k, positions, inv_freq)
+        if kv is None:
+            out = jax.nn.dot_product_attention(q, k, v, mask=mask[:, None, :, :])
+        else:
+            cache_k, cache_v, lengths = kv
+            k = _write_rows(cache_k, k, lengths)
+            v = _write_rows(cache_v, v, lengths)
+            out = cached_attention(q, k, v, mask)
+        return self.o_proj(out.reshape(b, t, -1)), (k, v)
+
+
+def _write_rows(cache: Array, new: Array, starts: Array) -> Array:
+    """cache[b, :, starts[b]:starts[b] + T] = new[b] (new: [B, T, K, D]) for every row b."""
+    write = lambda c, n, s: jax.lax.dynamic_update_slice(c, n, (0, s, 0))  # noqa: E731
+    return jax.vmap(write)(cache, new.swapaxes(1, 2).astype(cache.dtype), starts)
+
+
+def cached_attention(q: Array, k: Array, v: Array, mask: Array) -> Array:
+    """Grouped-query attention of q [B, T, N, D] over a cache k, v [B, K, S, D]; mask [B, T, S].
+    Scores and softmax in f32. Heads-major operands keep both matmuls free of transposes of the
+    cache (2-3x faster than the slots-major layout on CPU, for decode and prefill alike)."""
+    b, t, n, d = q.shape
+    kv_heads = k.shape[1]
+    groups = (q * d ** -0.5).reshape(b, t, kv_heads, n // kv_heads, d).transpose(0, 2, 3, 1, 4)
+    scores = jnp.einsum("bkgtd,bksd->bkgts", groups, k.astype(q.dtype),
+                        preferred_element_type=jnp.float32)
+    scores = jnp.where(mask[:, None, None], scores, _MASKED)
+    probs = jax.nn.softmax(scores, axis=-1).astype(q.dtype)
+    out = jnp.einsum("bkgts,bksd->bkgtd", probs, v.astype(q.dtype))
+    return out.transpose(0, 3, 1, 2, 4).reshape(b, t, n, d)
+
+
+# A large finite negative, not -inf: a query with nothing to attend to (padding) gets a uniform
+# distribution instead of NaN.
+_MASKED = -0.7 * float(jnp.finfo(jnp.float32).max)
+
+
+class MLP(nnx.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
+        h, f = cfg.hidden_size, cfg.intermediate_size
+        self.gate_proj = Dense(h, f, ("embed", "mlp"), cfg, rngs, cfg.mlp_bias)
+        self.up_proj = Dense(h, f, ("embed", "mlp"), cfg, rngs, cfg.mlp_bias)
+        self.down_proj = Dense(f, h, ("mlp", "embed"), cfg, rngs, cfg.mlp_bias)
+
+    def __call__(self, x: Array) -> Array:
+        return self.down_proj(jax.nn.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nnx.Module):
+    def __init__(self, cfg: ModelConfig, rngs: nnx.Rngs):
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg)
+        self.self_attn = Attention(cfg, rngs)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg)
+        self.mlp = MLP(cfg, rngs)
+
+    def __call__(self, x: Array, positions: Array, mask: Array,
+                 kv: tuple[Array, Array, Array] | None = None) -> tuple[Array, tuple[Array, Array]]:
+        attn, new_kv = self.self_attn(self.input_layernorm(x), positions, mask, kv)
+        x = x + attn
+        return x + self.mlp(self.post_attention_layernorm(x)), new_kv
+
+
+_REMAT_POLICIES = {
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots": jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims,
+}
+
+
+def segment_mask(attention_mask: Array) -> Array:
+    """[B, T] segment ids (0 = padding) -> [B, T, T] causal same-segment mask."""
+    seg = attention_mask
+    t = seg.shape[1]
+    causal = jnp.tril(jnp.ones((t, t), bool))
+    same = (seg[:, :, None] == seg[:, None, :]) & (seg[:, None, :] != 0)
+    return causal[None] & same
+
+
+def cache_mask(lengths: Array, length: int, slots: int) -> Array:
+    """[B, T, S]: new token t of row b (in slot lengths[b] + t) sees slots up to its own."""
+    query_slot = lengths[:, None] + jnp.arange(length)[None, :]
+    return jnp.arange(slots)[None, None, :] <= query_slot[:, :, None]
+
+
+class Transformer(nnx.Module):
+    """Causal LM: tokens -> f32 logits, optionally a scalar value head on the same trunk (PPO)."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        self.config = cfg
+        self.embed_tokens = Embed(cfg, rngs)
+        self.layers = nnx.List([DecoderLayer(cfg, rngs) for _ in range(cfg.num_layers)])
+        self.norm = RMSNorm(cfg.hidden_size, cfg)
+        self.lm_head = (None if cfg.tie_word_embeddings else
+                        Dense(cfg.hidden_size, cfg.vocab_size, ("embed", "vocab"), cfg, rngs))
+        self.value_head = (Dense(cfg.hidden_size, 1, ("embed", None), cfg, rngs, use_bias=True)
+                           if cfg.value_head else None)
+
+    def hidden_states(self, tokens: Array, positions: Array, attention_mask: Array,
+                      cache: KVCache | None = None) -> tuple[Array, KVCache | None]:
+        """Final-normed hidden states [B, T, H].
+
+        Without a cache `attention_mask` holds segment ids. With one it marks which of the new
+        tokens are real; they must come first in each row (right padding), and each row's cache
+        length grows by their count.
+        """
+        x = self.embed_tokens(tokens)
+        if cache is None:
+            mask = segment_mask(attention_mask)
+        else:
+            mask = cache_mask(cache.lengths, tokens.shape[1], cache.slots)
+        keys, values = [], []
+        for i, layer in enumerate(self.layers):
+            if cache is not None:
+                kv = (cache.keys[i], cache.values[i], cache.lengths)
+                x, (k, v) = layer(x, positions, mask, kv)
+                keys.append(k)
+                values.append(v)
+            elif self.config.remat == "none":
+                x, _ = layer(x, positions, mask)
+            else:
+                remat_policy = _REMAT_POLICIES[self.config.remat]
+                x, _ = nnx.remat(DecoderLayer.__call__, policy=remat_policy)(
+                    layer, x, positions, mask)
+        x = self.norm(x)
+        if cache is not None:
+            count = (attention_mask != 0).sum(axis=1).astype(jnp.int32)
+            cache = KVCache(keys=tuple(keys), values=tuple(values), lengths=cache.lengths + count)
+        return x, cache
+
+    def logits(self, hidden: Array) -> Array:
+        """LM head in the compute dtype with f32 accumulation and output."""
+        w = (self.embed_tokens.embedding[...].T if self.lm_head is None
+             else self.lm_head.kernel[...])
+        return jnp.einsum("...h,hv->...v", hidden, w.astype(hidden.dtype),
+                          preferred_element_type=jnp.float32)
+
+    def values(self, hidden: Array) -> Array:
+        """Per-token scalar values [B, T] (f32) from the value head."""
+        if self.value_head is None:
+            raise ValueError("this model has no value head: set ModelConfig.value_head=True")
+        return self.value_head(hidden)[..., 0].astype(jnp.float32)
+
+    def __call__(self, tokens: Array, positions: Array, attention_mask: Array,
+                 cache: KVCache | None = None) -> tuple[Array, KVCache | None]:
+        hidden, cache = self.hidden_states(tokens, positions, attention_mask, cache)
+        return self.logits(hidden), cache
+
+
+def positions_from_mask(attention_mask: Array) -> Array:
+    """Positions 0, 1, ... counted over the non-padding tokens of each segment."""
+    seg = jnp.asarray(attention_mask)
+    valid = (seg != 0).astype(jnp.int32)
+    starts = jnp.concatenate([jnp.ones_like(seg[:, :1], bool), seg[:, 1:] != seg[:, :-1]], axis=1)
+    count = jnp.cumsum(valid, axis=1)
+    # count just before each segment start, carried forward to every token of that segment
+    offset = jax.lax.cummax(jnp.where(starts, count - valid, 0), axis=1)
+    return jnp.maximum(count - offset - 1, 0)

@@ -1,0 +1,7 @@
+"""Jitted batched generation with a KV cache; multi-turn prefix extension; logprobs out."""
+
+from seetjax.sampling.next_token import SamplingParams, sample_next_token
+from seetjax.sampling.sampler import Completion, DecodeState, Sampler, SequenceBatch
+
+__all__ = ["Completion", "DecodeState", "Sampler", "SamplingParams", "SequenceBatch",
+           "sample_next_token"]

@@ -1,0 +1,222 @@
+"""Jitted batched generation with a KV cache, extendable turn after turn.
+
+Prefill and the decode loop each run inside one `jax.jit`; the decode loop is a `lax.while_loop`
+that stops as soon as every row has finished. Shapes are bucketed (rows, chunk length, cache slots
+and decode steps to powers of two) and long inputs are prefilled in chunks of at most `max_chunk`
+tokens, so a run compiles a handful of times, not once per call, and prefill memory stays bounded.
+
+Multi-turn use keeps a `SequenceBatch` alive: `prefill` the prompts, `generate`, `extend` every row
+with its tool observation, `generate` again; the cache always holds every token of each row
+(sampled ones included), so nothing is ever re-encoded. Token ids go in and come out exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx, struct
+
+from seetjax.models.transformer import KVCache, Transformer
+from seetjax.sampling.next_token import SamplingParams, sample_next_token
+
+Array = jax.Array
+
+
+@struct.dataclass
+class DecodeState:
+    """Device state of a batch of live sequences (rows padded to a bucket)."""
+
+    cache: KVCache  # cache.lengths[b] is also the position of row b's next token
+    logits: Array  # [B, V] f32: next-token logits of each row
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceBatch:
+    """Live sequences: the device state plus how many of its rows are real."""
+
+    state: DecodeState
+    size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Completion:
+    """One row's generated tokens, the logprob of each, and why it ended ('stop' or 'length')."""
+
+    tokens: list[int]
+    logprobs: list[float]
+    finish_reason: str
+
+
+def bucket(n: int, minimum: int = 1) -> int:
+    """Smallest power of two >= max(n, minimum)."""
+    return 1 << (max(n, minimum) - 1).bit_length()
+
+
+def _advance(model: Transformer, state: DecodeState, tokens: Array, valid: Array) -> DecodeState:
+    """Appends tokens [B, T] to every row, the first valid.sum(1) of each row being real;
+    the logits follow each row's last new token (rows with none keep theirs)."""
+    count = valid.astype(jnp.int32).sum(axis=1)
+    positions = state.cache.lengths[:, None] + jnp.arange(tokens.shape[1])[None, :]
+    hidden, cache = model.hidden_states(tokens, positions, valid.astype(jnp.int32), state.cache)
+    last = jnp.maximum(count - 1, 0)
+    logits = model.logits(jnp.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0])
+    return DecodeState(cache=cache, logits=jnp.where(count[:, None] > 0, logits, state.logits))
+
+
+def _prefill(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState, tokens: Array,
+             valid: Array) -> DecodeState:
+    return _advance(nnx.merge(graphdef, params), state, tokens, valid)
+
+
+def _decode(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState, rng: Array,
+            max_new: Array, stop_ids: Array, *, sampling: SamplingParams, num_steps: int,
+            pad_id: int) -> tuple[DecodeState, Array, Array, Array, Array]:
+    model = nnx.merge(graphdef, params)
+    batch = max_new.shape[0]
+
+    def cond(carry):
+        step, _, _, done, *_ = carry
+        return (step < num_steps) & ~jnp.all(done)
+
+    def body(carry):
+        step, state, rng, done, count, stopped, tokens, logprobs = carry
+        rng, key = jax.random.split(rng)
+        token, logprob = sample_next_token(state.logits, key, sampling)
+        live = ~done
+        token = jnp.where(live, token, pad_id)
+        tokens = tokens.at[:, step].set(token)
+        logprobs = logprobs.at[:, step].set(jnp.where(live, logprob, 0.0))
+        count = count + live
+        hit_stop = live & jnp.any(token[:, None] == stop_ids, axis=1)
+        # The sampled token enters the cache too, so the next turn extends a complete sequence.
+        state = _advance(model, state, token[:, None], live[:, None])
+        done = done | hit_stop | (count >= max_new)
+        return step + 1, state, rng, done, count, stopped | hit_stop, tokens, logprobs
+
+    zeros = jnp.zeros((batch,), jnp.int32)
+    carry = (jnp.int32(0), state, rng, max_new <= 0, zeros, zeros.astype(bool),
+             jnp.full((batch, num_steps), pad_id, jnp.int32),
+             jnp.zeros((batch, num_steps), jnp.float32))
+    _, state, _, _, count, stopped, tokens, logprobs = jax.lax.while_loop(cond, body, carry)
+    return state, tokens, logprobs, count, stopped
+
+
+def _take_rows(state: DecodeState, rows: Array) -> DecodeState:
+    return jax.tree.map(lambda x: x[rows], state)
+
+
+class Sampler:
+    """Batched generation for one model structure.
+
+    Parameters (`nnx.state(model)`) are passed on every call, so a learner's updated arrays are
+    used as they are (no copy on a shared mesh). A `SequenceBatch` passed to `extend` or
+    `generate` is consumed (its buffers are donated): keep the one returned.
+    """
+
+    def __init__(self, model: Transformer, *, pad_id: int, min_chunk: int = 16,
+                 max_chunk: int = 512, min_slots: int = 128, min_steps: int = 16):
+        if bucket(max_chunk) != max_chunk or bucket(min_chunk) != min_chunk:
+            raise ValueError("Sampler: min_chunk and max_chunk must be powers of two")
+        graphdef = nnx.graphdef(model)
+        self.pad_id = int(pad_id)
+        self.min_chunk, self.max_chunk = min_chunk, max_chunk
+        self.min_slots, self.min_steps = min_slots, min_steps
+        self._config = model.config
+        self._prefill = jax.jit(functools.partial(_prefill, graphdef), donate_argnums=(1,))
+        self._decode = jax.jit(functools.partial(_decode, graphdef, pad_id=self.pad_id),
+                               static_argnames=("sampling", "num_steps"), donate_argnums=(1,))
+        self._take_rows = jax.jit(_take_rows)
+
+    def compile_count(self) -> int:
+        """How many programs the jitted prefill and decode have compiled so far."""
+        return self._prefill._cache_size() + self._decode._cache_size()
+
+    def empty(self, size: int, slots: int = 0) -> SequenceBatch:
+        """`size` empty sequences with room for `slots` tokens each."""
+        rows = bucket(size)
+        cache = KVCache.zeros(self._config, rows, bucket(slots, self.min_slots))
+        logits = jnp.zeros((rows, self._config.vocab_size), jnp.float32)
+        return SequenceBatch(state=DecodeState(cache=cache, logits=logits), size=size)
+
+    def prefill(self, params: nnx.State, prompts: Sequence[Sequence[int]]) -> SequenceBatch:
+        """New sequences from prompt token ids (one list per row)."""
+        return self.extend(params, self.empty(len(prompts)), prompts)
+
+    def extend(self, params: nnx.State, seqs: SequenceBatch,
+               chunks: Sequence[Sequence[int]]) -> SequenceBatch:
+        """Appends `chunks[i]` (possibly empty) to row i without re-encoding what is cached."""
+        if len(chunks) != seqs.size:
+            raise ValueError(f"extend: {len(chunks)} chunks for {seqs.size} sequences")
+        rows = _rows(seqs)
+        state = seqs.state
+        longest = max((len(c) for c in chunks), default=0)
+        for offset in range(0, longest, self.max_chunk):
+            pieces = [c[offset:offset + self.max_chunk] for c in chunks]
+            length = bucket(max(map(len, pieces)), self.min_chunk)
+            tokens = np.full((rows, length), self.pad_id, np.int32)
+            valid = np.zeros((rows, length), bool)
+            for i, piece in enumerate(pieces):
+                tokens[i, :len(piece)] = piece
+                valid[i, :len(piece)] = True
+            state = self._reserve(state, length)
+            state = self._prefill(params, state, jnp.asarray(tokens), jnp.asarray(valid))
+        return SequenceBatch(state=state, size=seqs.size)
+
+    def generate(self, params: nnx.State, seqs: SequenceBatch, rng: Array,
+                 max_new_tokens: int | Sequence[int], stop_ids: Sequence[int] | Sequence[Sequence[int]],
+                 sampling: SamplingParams = SamplingParams()) -> tuple[SequenceBatch, list[Completion]]:
+        """Samples up to `max_new_tokens` per row, each row stopping at its first stop token
+        (included in its completion). Returns the extended sequences and one Completion per row."""
+        rows = _rows(seqs)
+        max_new = np.zeros((rows,), np.int32)
+        max_new[:seqs.size] = max_new_tokens
+        per_row = [list(s) for s in stop_ids] if stop_ids and not isinstance(
+            stop_ids[0], (int, np.integer)) else [list(stop_ids)] * seqs.size
+        if len(per_row) != seqs.size:
+            raise ValueError(f"generate: {len(per_row)} stop-id lists for {seqs.size} sequences")
+        stops = np.full((rows, max(1, max(map(len, per_row), default=1))), -1, np.int32)
+        for i, s in enumerate(per_row):
+            stops[i, :len(s)] = s
+        num_steps = bucket(int(max_new.max(initial=0)), self.min_steps)
+        state = self._reserve(seqs.state, num_steps)
+        state, tokens, logprobs, count, stopped = self._decode(
+            params, state, rng, jnp.asarray(max_new), jnp.asarray(stops), sampling=sampling,
+            num_steps=num_steps)
+        tokens, logprobs, count, stopped = jax.device_get((tokens, logprobs, count, stopped))
+        completions = [Completion(tokens=tokens[i, :count[i]].tolist(),
+                                  logprobs=logprobs[i, :count[i]].tolist(),
+                                  finish_reason="stop" if stopped[i] else "length")
+                       for i in range(seqs.size)]
+        return SequenceBatch(state=state, size=seqs.size), completions
+
+    def select(self, seqs: SequenceBatch, rows: Sequence[int]) -> SequenceBatch:
+        """Keeps only `rows` (in that order), e.g. to drop finished episodes."""
+        if any(not 0 <= r < seqs.size for r in rows):
+            raise ValueError(f"select: rows {list(rows)} out of range for {seqs.size} sequences")
+        index = np.full((bucket(len(rows)),), rows[0] if rows else 0, np.int32)
+        index[:len(rows)] = rows
+        return SequenceBatch(state=self._take_rows(seqs.state, jnp.asarray(index)),
+                             size=len(rows))
+
+    def _reserve(self, state: DecodeState, more: int) -> DecodeState:
+        """Makes room for writing `more` slots after the longest row. The cache grows to the next
+        power of two as sequences grow: attention runs over all slots, so slots are kept within
+        2x of the longest row rather than allocated up front."""
+        cache = state.cache
+        longest = int(jax.device_get(cache.lengths).max())
+        if longest + more <= cache.slots:
+            return state
+        pad = bucket(longest + more, self.min_slots) - cache.slots
+        widen = lambda x: jnp.pad(x, [(0, 0), (0, 0), (0, pad), (0, 0)])  # noqa: E731
+        cache = cache.replace(keys=tuple(map(widen, cache.keys)),
+                              values=tuple(map(widen, cache.values)))
+        return state.replace(cache=cache)
+
+
+def _rows(seqs: SequenceBatch) -> int:
+    return seqs.state.logits.shape[0]

@@ -1,0 +1,101 @@
+"""Device mesh and logical-axis sharding rules, shared by models, sampler and learner.
+
+Parameters carry logical axis names in their `axes` metadata (`("embed", "mlp")`); a rule table maps
+each logical name to mesh axes of a `Mesh` with axes (data, fsdp, tensor). A mesh axis that does not
+divide a dimension is dropped for that dimension (replicated) instead of failing, so one rule table
+serves every model size, e.g. 2 KV heads on a tensor axis of 4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+MESH_AXES = ("data", "fsdp", "tensor")
+
+# logical axis -> mesh axes. Batch is split over data and fsdp (fsdp shards params AND batch).
+DEFAULT_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("batch", ("data", "fsdp")),
+    ("vocab", ("tensor",)),
+    ("embed", ("fsdp",)),
+    ("heads", ("tensor",)),
+    ("kv_heads", ("tensor",)),
+    ("mlp", ("tensor",)),
+)
+
+
+def make_mesh(data: int = -1, fsdp: int = 1, tensor: int = 1,
+              devices: Sequence[jax.Device] | None = None) -> Mesh:
+    """A (data, fsdp, tensor) mesh over `devices` (default: all); one size may be -1 (the rest)."""
+    devices = list(jax.devices() if devices is None else devices)
+    sizes = [data, fsdp, tensor]
+    if sizes.count(-1) > 1:
+        raise ValueError(f"mesh: at most one of data/fsdp/tensor may be -1, got {sizes}")
+    known = int(np.prod([s for s in sizes if s != -1]))
+    if -1 in sizes:
+        if len(devices) % known:
+            raise ValueError(f"mesh: {len(devices)} devices do not divide into {sizes}")
+        sizes[sizes.index(-1)] = len(devices) // known
+    if int(np.prod(sizes)) != len(devices):
+        raise ValueError(f"mesh: data*fsdp*tensor = {int(np.prod(sizes))} but there are "
+                         f"{len(devices)} devices")
+    grid = np.asarray(devices, dtype=object).reshape(sizes)
+    return Mesh(grid, MESH_AXES)
+
+
+def logical_to_spec(axes: Sequence[str | None], shape: Sequence[int], mesh: Mesh,
+                    rules: Sequence[tuple[str, Sequence[str]]] = DEFAULT_RULES) -> PartitionSpec:
+    """PartitionSpec for an array of `shape` whose dimensions have logical names `axes`."""
+    if len(axes) != len(shape):
+        raise ValueError(f"logical axes {tuple(axes)} do not match shape {tuple(shape)}")
+    table = dict(rules)
+    used: set[str] = set()
+    spec: list[Any] = []
+    for name, dim in zip(axes, shape):
+        chosen = []
+        size = 1
+        for mesh_axis in table.get(name, ()) if name else ():
+            n = mesh.shape[mesh_axis]
+            if mesh_axis in used or n == 1 or dim % (size * n):
+                continue
+            chosen.append(mesh_axis)
+            size *= n
+        used.update(chosen)
+        spec.append(None if not chosen else chosen[0] if len(chosen) == 1 else tuple(chosen))
+    return PartitionSpec(*spec)
+
+
+def _is_variable(x: Any) -> bool:
+    return isinstance(x, nnx.Variable)
+
+
+def state_shardings(state: Any, mesh: Mesh,
+                    rules: Sequence[tuple[str, Sequence[str]]] = DEFAULT_RULES) -> Any:
+    """NamedSharding tree for an `nnx.State` (variables without `axes` are replicated)."""
+
+    def one(v: nnx.Variable) -> nnx.Variable:
+        axes = v.get_metadata().get("axes")
+        shape = v.get_value().shape
+        spec = logical_to_spec(axes, shape, mesh, rules) if axes else PartitionSpec()
+        return v.replace(NamedSharding(mesh, spec))
+
+    return jax.tree.map(one, state, is_leaf=_is_variable)
+
+
+def shard_state(state: Any, mesh: Mesh,
+                rules: Sequence[tuple[str, Sequence[str]]] = DEFAULT_RULES) -> Any:
+    """Places every array of `state` on `mesh` according to its logical axes."""
+    return jax.device_put(state, state_shardings(state, mesh, rules))
+
+
+def batch_sharding(mesh: Mesh, ndim: int,
+                   rules: Sequence[tuple[str, Sequence[str]]] = DEFAULT_RULES) -> NamedSharding:
+    """Sharding of a [batch, ...] array: leading axis over the batch mesh axes, rest replicated."""
+    batch_axes = tuple(a for a in dict(rules)["batch"] if mesh.shape[a] > 1)
+    lead = batch_axes[0] if len(batch_axes) == 1 else (batch_axes or None)
+    return NamedSharding(mesh, PartitionSpec(lead, *([None] * (ndim - 1))))

@@ -1,0 +1,39 @@
+"""seetjax: JAX/Flax training of tool-calling LLM agents with SEET, on BFCL multi-turn."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="seetjax",
+    version="0.1.0",
+    description="Self-Play with Environment Tuning (SEET) for tool-calling agents in JAX/Flax NNX",
+    python_requires=">=3.11,<3.13",
+    packages=find_packages(include=["seetjax", "seetjax.*"]),
+    # Ranges that resolve together on Python 3.11 (see constraints.txt for the exact tested set).
+    # flax 0.12.x needs jax < 0.11.1. transformers is used for tokenizers and chat templates only.
+    install_requires=[
+        "jax>=0.10.2,<0.11.1",
+        "jaxlib>=0.10.2,<0.11.1",
+        "flax>=0.12.8,<0.13",
+        "optax>=0.2.8,<0.3",
+        "orbax-checkpoint>=0.12.8,<0.13",
+        "grain>=0.2.18,<0.3",
+        "ml-collections>=1.1.0,<1.2",
+        "absl-py>=2.1,<3",
+        "transformers>=5.23,<6",
+        "tokenizers>=0.23.3,<0.24",
+        "safetensors>=0.8,<0.9",
+        "numpy>=2.0,<2.5",
+        "tqdm>=4.66",
+        "matplotlib>=3.9",
+        "tensorboardX>=2.6",
+    ],
+    extras_require={
+        # torch is a test-only dependency: parity tests and PyTorch peer benchmarks.
+        "test": [
+            "pytest>=8",
+            "pytest-xdist>=3.5",
+            "hypothesis>=6.100",
+            "torch==2.13.0",
+        ],
+    },
+)
