@@ -50,14 +50,17 @@ def main(argv):
     for label in ("first call (compiles)", "second call (compiled)"):
         start = time.perf_counter()
         seqs = sampler.prefill(params, prompts)
+        jax.block_until_ready(seqs.state.logits)
+        prefilled = time.perf_counter()
         _, completions = sampler.generate(params, seqs, rng, config.sampling.max_new_tokens,
                                           tokenizer.stop_ids, sampling)
-        seconds = time.perf_counter() - start
+        done = time.perf_counter()
         new = sum(len(c.tokens) for c in completions)
-        print(f"{label}: {len(prompts)} prompts of {min(map(len, prompts))}-"
-              f"{max(map(len, prompts))} tokens, {new} new tokens in {seconds:.2f}s "
-              f"({new / seconds:.0f} new tokens/s)")
-    print(f"compiled programs: {sampler.compile_count()}\n")
+        print(f"{label}: prefill {sum(map(len, prompts))} prompt tokens in "
+              f"{prefilled - start:.2f}s, decode {new} new tokens in {done - prefilled:.2f}s "
+              f"({new / (done - prefilled):.0f} tokens/s); "
+              f"{sampler.compile_count()} programs compiled so far")
+    print()
     for question, completion in zip(questions, completions):
         text = tokenizer.decode(completion.tokens)
         mean_lp = sum(completion.logprobs) / max(1, len(completion.logprobs))
