@@ -149,3 +149,24 @@ def test_bad_arguments_are_refused(params, sampler):
         sampler.select(seqs, [3])
     with pytest.raises(ValueError, match="stop-id lists"):
         sampler.generate(params, seqs, jax.random.key(0), 4, [[1], [2]])
+
+
+def test_sharded_sampling_matches_one_device(hf_llama_dir):
+    if len(jax.devices()) < 8:
+        pytest.skip("needs 8 devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
+    from flax import nnx
+    from seetjax import sharding
+    mesh = sharding.make_mesh(data=2, fsdp=2, tensor=2)
+    results = []
+    for m in (None, mesh):
+        model = load_hf_checkpoint(hf_llama_dir, mesh=m)
+        s = Sampler(model, pad_id=0, mesh=m)
+        seqs = s.prefill(nnx.state(model), PROMPTS)
+        seqs, first = s.generate(nnx.state(model), seqs, jax.random.key(0), 5, [], GREEDY)
+        seqs = s.select(s.extend(nnx.state(model), seqs, [[4], [5, 6], [7]]), [2, 1])
+        seqs, second = s.generate(nnx.state(model), seqs, jax.random.key(0), 5, [], GREEDY)
+        results.append([c.tokens for c in first + second])
+    assert results[0] == results[1]
+    keys = seqs.state.cache.keys[0]  # [rows, kv_heads, slots, head_dim]
+    assert keys.sharding.spec == jax.sharding.PartitionSpec(("data", "fsdp"), "tensor")
+    assert keys.shape[0] == 4  # 2 rows padded to a multiple of the 4-way batch split
