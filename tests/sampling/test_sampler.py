@@ -108,10 +108,11 @@ def test_rows_that_finish_early_do_not_disturb_the_others(params, sampler):
 def test_select_keeps_rows_and_their_continuations(params, sampler):
     seqs = sampler.prefill(params, PROMPTS)
     seqs, first = sampler.generate(params, seqs, jax.random.key(5), 4, [], GREEDY)
-    kept = sampler.select(seqs, [2, 0])
-    kept = sampler.extend(params, kept, [[7, 7], [8]])
+    kept = sampler.select(seqs, [2, 0, 2])  # reordered, and row 2 copied (a GRPO group)
+    kept = sampler.extend(params, kept, [[7, 7], [8], [9]])
     _, cont = sampler.generate(params, kept, jax.random.key(5), 6, [], GREEDY)
-    histories = [PROMPTS[2] + first[2].tokens + [7, 7], PROMPTS[0] + first[0].tokens + [8]]
+    histories = [PROMPTS[2] + first[2].tokens + [7, 7], PROMPTS[0] + first[0].tokens + [8],
+                 PROMPTS[2] + first[2].tokens + [9]]
     _, expected = sampler.generate(params, sampler.prefill(params, histories), jax.random.key(5), 6,
                                    [], GREEDY)
     assert [c.tokens for c in cont] == [c.tokens for c in expected]
