@@ -34,6 +34,7 @@ demo: install
 	$(BIN)/python launch/sample.py --config=configs/tiny.py
 
 test: install-test
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n auto tests
 
 bench: install-test

@@ -1,13 +1,13 @@
 """Samples replies to BFCL multi-turn prompts from a model: the embedded default or an HF directory.
 
-    python launch/sample.py --config=configs/tiny.py [--config.model.path=/path/to/Qwen2.5-1.5B-Instruct]
+    python launch/sample.py --config=configs/tiny.py [--config.model.path=/models/Qwen2.5-1.5B]
 """
 
 import time
 
 import jax
-from flax import nnx
 from absl import app
+from flax import nnx
 from ml_collections import config_flags
 
 from seetjax.envs import bfcl_data

@@ -1,9 +1,9 @@
-"""Shared fixtures: tiny random HF checkpoints (built with transformers) and the embedded default."""
+"""Shared fixtures: tiny random HF checkpoints (made by transformers), the embedded default."""
 
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# Eight simulated CPU devices, so sharding tests run on this machine; single-device code is unaffected.
+# Eight simulated CPU devices so sharding tests run here; single-device code is unaffected.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 import numpy as np  # noqa: E402

@@ -129,7 +129,8 @@ def main() -> None:
     print(f"seetjax {r['ours']:.0f} new tokens/s, transformers {r['theirs']:.0f} new tokens/s, "
           f"ratio {r['ratio']:.2f}x ({r['compiles']} compiled programs)")
     rows = [[date, cpu_machine(), f"tiny-qwen2 f32, batch {args.batch}, prompt {args.prompt}, "
-             f"{args.new} new, T=1", f"{r['ours']:.0f}", f"{r['theirs']:.0f}", f"{r['ratio']:.2f}x"]]
+             f"{args.new} new, T=1", f"{r['ours']:.0f}", f"{r['theirs']:.0f}",
+             f"{r['ratio']:.2f}x"]]
     if jax.devices()[0].platform == "gpu":
         g = gpu_decode(batch=64, prompt=512, new=256, repeats=args.repeats)
         print(f"{g['device']}: qwen2.5-1.5b bf16 decode {g['tokens_per_s']:.0f} tokens/s, "

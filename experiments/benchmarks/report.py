@@ -1,4 +1,4 @@
-"""Recording benchmark results: one markdown table per benchmark in BENCHMARKS.md, newest row last."""
+"""Recording benchmark results: one markdown table per benchmark in BENCHMARKS.md."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import platform
 from pathlib import Path
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "BENCHMARKS.md"
-_PREAMBLE = ("# Benchmarks\n\nMeasured figures, newest row last in each table. A ratio compares runs "
-             "made side by side in one process on the same machine; absolute times vary with load.\n")
+_PREAMBLE = ("# Benchmarks\n\nMeasured figures, newest row last in each table. A ratio compares "
+             "runs made side by side in one process on the same machine; absolute times vary "
+             "with load.\n")
 
 
 def cpu_machine() -> str:
@@ -16,7 +17,7 @@ def cpu_machine() -> str:
 
 
 def add_row(title: str, columns: list[str], row: list[str], path: Path = BENCHMARKS) -> None:
-    """Appends `row` to the table under `## title`, creating the file, section or table if absent."""
+    """Appends `row` to the table under `## title`, creating file, section or table if absent."""
     text = path.read_text() if path.exists() else _PREAMBLE
     heading = f"## {title}\n"
     line = "| " + " | ".join(row) + " |\n"

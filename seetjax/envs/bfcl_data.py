@@ -29,18 +29,19 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_category(category: str) -> tuple[dict[str, Any], ...]:
     """Entries of multi-turn `category`, each with its `ground_truth` (call strings per turn)."""
     if category not in CATEGORIES:
         raise ValueError(f"unknown BFCL multi-turn category {category!r}; one of {CATEGORIES}")
     name = f"BFCL_v4_multi_turn_{category}.json"
-    answers = {a["id"]: a["ground_truth"] for a in read_jsonl(data_dir() / "possible_answer" / name)}
+    answer_file = data_dir() / "possible_answer" / name
+    answers = {a["id"]: a["ground_truth"] for a in read_jsonl(answer_file)}
     return tuple({**entry, "ground_truth": answers[entry["id"]]}
                  for entry in read_jsonl(data_dir() / name))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_func_docs(class_name: str) -> tuple[dict[str, Any], ...]:
     """JSON function docs of one API class (`GorillaFileSystem`, `MathAPI`, ...)."""
     if class_name not in MULTI_TURN_CLASSES:

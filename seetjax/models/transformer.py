@@ -83,7 +83,7 @@ def rope_inv_freq(cfg: ModelConfig) -> np.ndarray:
 
 
 def apply_rope(x: Array, positions: Array, inv_freq: np.ndarray) -> Array:
-    """Rotates [batch, seq, heads, head_dim] by `positions` (half-split layout, as HF's rotate_half)."""
+    """Rotates [batch, seq, heads, head_dim] by `positions` (half-split layout, as rotate_half)."""
     freqs = positions[..., None].astype(jnp.float32) * inv_freq  # [B, T, D/2]
     angles = jnp.concatenate([freqs, freqs], axis=-1)[:, :, None, :]
     cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)

@@ -112,6 +112,9 @@ def _take_rows(state: DecodeState, rows: Array) -> DecodeState:
     return jax.tree.map(lambda x: x[rows], state)
 
 
+_DEFAULT_SAMPLING = SamplingParams()
+
+
 class Sampler:
     """Batched generation for one model structure.
 
@@ -143,8 +146,7 @@ class Sampler:
 
     def empty(self, size: int, slots: int = 0) -> SequenceBatch:
         """`size` empty sequences with room for `slots` tokens each."""
-        split = sharding.batch_multiple(self.mesh)
-        rows = -(-bucket(size) // split) * split
+        rows = self._padded_rows(size)
         cache = KVCache.zeros(self._config, rows, bucket(slots, self.min_slots), self.mesh)
         logits = self._rows_array(np.zeros((rows, self._config.vocab_size), np.float32))
         return SequenceBatch(state=DecodeState(cache=cache, logits=logits), size=size)
@@ -174,8 +176,10 @@ class Sampler:
         return SequenceBatch(state=state, size=seqs.size)
 
     def generate(self, params: nnx.State, seqs: SequenceBatch, rng: Array,
-                 max_new_tokens: int | Sequence[int], stop_ids: Sequence[int] | Sequence[Sequence[int]],
-                 sampling: SamplingParams = SamplingParams()) -> tuple[SequenceBatch, list[Completion]]:
+                 max_new_tokens: int | Sequence[int],
+                 stop_ids: Sequence[int] | Sequence[Sequence[int]],
+                 sampling: SamplingParams = _DEFAULT_SAMPLING,
+                 ) -> tuple[SequenceBatch, list[Completion]]:
         """Samples up to `max_new_tokens` per row, each row stopping at its first stop token
         (included in its completion). Returns the extended sequences and one Completion per row."""
         rows = _rows(seqs)
@@ -191,8 +195,8 @@ class Sampler:
         num_steps = bucket(int(max_new.max(initial=0)), self.min_steps)
         state = self._reserve(seqs.state, num_steps)
         state, tokens, logprobs, count, stopped = self._decode(
-            params, state, rng, self._rows_array(max_new), self._rows_array(stops), sampling=sampling,
-            num_steps=num_steps)
+            params, state, rng, self._rows_array(max_new), self._rows_array(stops),
+            sampling=sampling, num_steps=num_steps)
         tokens, logprobs, count, stopped = jax.device_get((tokens, logprobs, count, stopped))
         completions = [Completion(tokens=tokens[i, :count[i]].tolist(),
                                   logprobs=logprobs[i, :count[i]].tolist(),
@@ -204,13 +208,17 @@ class Sampler:
         """Keeps only `rows` (in that order), e.g. to drop finished episodes."""
         if any(not 0 <= r < seqs.size for r in rows):
             raise ValueError(f"select: rows {list(rows)} out of range for {seqs.size} sequences")
-        split = sharding.batch_multiple(self.mesh)
-        index = np.full((-(-bucket(len(rows)) // split) * split,), rows[0] if rows else 0, np.int32)
+        index = np.full((self._padded_rows(len(rows)),), rows[0] if rows else 0, np.int32)
         index[:len(rows)] = rows
         state = self._take_rows(seqs.state, jnp.asarray(index))
         if self.mesh is not None:
             state = jax.device_put(state, self._state_shardings(state))
         return SequenceBatch(state=state, size=len(rows))
+
+    def _padded_rows(self, size: int) -> int:
+        """Rows held for `size` sequences: a power of two, a multiple of the batch split."""
+        split = sharding.batch_multiple(self.mesh)
+        return -(-bucket(size) // split) * split
 
     def _rows_array(self, x: np.ndarray) -> Array:
         """A [rows, ...] host array on device; split over the batch axes on a mesh."""

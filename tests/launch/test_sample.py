@@ -1,4 +1,4 @@
-"""`launch/sample.py` (what `make demo` runs until training lands) end to end on the embedded default."""
+"""`launch/sample.py` (what `make demo` runs until training lands) on the embedded default."""
 
 import subprocess
 import sys
@@ -15,6 +15,7 @@ def test_sample_script_runs(embedded_dir):
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert str(embedded_dir) in out.stdout
-    counts = [line.rsplit(";", 1)[1] for line in out.stdout.splitlines() if "compiled so far" in line]
+    counts = [line.rsplit(";", 1)[1] for line in out.stdout.splitlines()
+              if "compiled so far" in line]
     assert len(counts) == 2 and counts[0] == counts[1]  # the second call compiled nothing
     assert out.stdout.count("assistant (4 tokens, length") == 2

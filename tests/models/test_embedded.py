@@ -16,7 +16,8 @@ def test_rebuild_from_the_seed_gives_the_same_bytes(embedded_dir, tmp_path):
     build_embedded_model(tmp_path, EmbeddedSpec())
     names = sorted(os.listdir(embedded_dir))
     assert names == sorted(os.listdir(tmp_path))
-    assert {"config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja"} <= set(names)
+    expected = {"config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja"}
+    assert expected <= set(names)
     for name in names:
         assert filecmp.cmp(embedded_dir / name, tmp_path / name, shallow=False), name
 
@@ -37,7 +38,8 @@ def test_loads_in_transformers_and_seetjax_alike(embedded_dir):
                               add_special_tokens=False)
     model = load_hf_checkpoint(embedded_dir)
     cfg = model.config
-    assert cfg.model_type == "qwen2" and cfg.vocab_size == len(tokenizer) == EmbeddedSpec().vocab_size
+    assert cfg.model_type == "qwen2"
+    assert cfg.vocab_size == len(tokenizer) == EmbeddedSpec().vocab_size
     assert cfg.eos_token_id in tokenizer.stop_ids and cfg.pad_token_id == tokenizer.pad_id
     tokens = np.array([ids, ids[:3] + [tokenizer.pad_id] * (len(ids) - 3)])
     mask = np.ones_like(tokens)

@@ -1,4 +1,4 @@
-"""Hugging Face checkpoint parity: transformers -> seetjax logits, seetjax -> transformers round trip."""
+"""Hugging Face checkpoint parity: transformers -> seetjax logits and back."""
 
 import json
 
@@ -12,8 +12,12 @@ from flax import nnx
 
 from seetjax import sharding
 from seetjax.models import positions_from_mask
-from seetjax.models.hf import (VALUE_HEAD_FILE, config_from_hf, load_hf_checkpoint,
-                               save_hf_checkpoint)
+from seetjax.models.hf import (
+    VALUE_HEAD_FILE,
+    config_from_hf,
+    load_hf_checkpoint,
+    save_hf_checkpoint,
+)
 
 
 def torch_logits(model_dir, tokens, mask):
@@ -41,8 +45,8 @@ def test_load_matches_transformers_logits(kind, request, padded_batch):
     tokens, mask = padded_batch
     model = load_hf_checkpoint(model_dir)
     assert model.config.model_type == kind
-    diff = max_diff_on_tokens(our_logits(model, tokens, mask), torch_logits(model_dir, tokens, mask),
-                              mask)
+    ours, theirs = our_logits(model, tokens, mask), torch_logits(model_dir, tokens, mask)
+    diff = max_diff_on_tokens(ours, theirs, mask)
     assert diff <= 1e-4
 
 
@@ -109,8 +113,9 @@ def test_value_head_is_saved_beside_and_restored(hf_qwen2_dir, tmp_path, padded_
 
 
 def test_missing_tensor_is_named(hf_qwen2_dir, tmp_path):
-    import safetensors.numpy
     import shutil
+
+    import safetensors.numpy
     shutil.copytree(hf_qwen2_dir, tmp_path, dirs_exist_ok=True)
     tensors = safetensors.numpy.load_file(tmp_path / "model.safetensors")
     del tensors["model.layers.1.mlp.down_proj.weight"]

@@ -59,7 +59,7 @@ def test_kv_cache_chunks_equal_full_forward(model):
 
 
 def test_kv_cache_rows_of_different_lengths(model):
-    """Row 0 takes 3 new tokens, row 1 takes 1 (right-padded chunk): each matches its own forward."""
+    """Row 0 takes 3 new tokens, row 1 takes 1 (right-padded chunk): each matches its forward."""
     rng = np.random.RandomState(2)
     a, b = rng.randint(0, 128, 6), rng.randint(0, 128, 4)
     cache = KVCache.zeros(CFG, 2, 16)
