@@ -1,5 +1,7 @@
 """Tokenizers: the offline BPE + chat template, and loading HF tokenizer directories."""
 
+import copy
+
 import pytest
 import tokenizers
 import transformers
@@ -85,3 +87,33 @@ def test_a_tokenizer_without_chat_template_is_refused(tmp_path):
     hf = transformers.PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="a")
     with pytest.raises(ValueError, match="chat template"):
         Tokenizer(hf)
+
+
+def test_encode_messages_masks_exactly_the_replies(tokenizer):
+    chat = tokenizer.encode_messages(CONVERSATION, TOOLS)
+    assert chat.ids == tokenizer.chat_ids(CONVERSATION, TOOLS)
+    assert chat.message_ends[-1] == len(chat.ids) and len(chat.message_ends) == len(CONVERSATION)
+    trained = [i for i, m in zip(chat.ids, chat.loss_mask) if m]
+    expected = tokenizer.encode(
+        '<tool_call>{"name": "ls", "arguments": {"a": true}}</tool_call>\n<tool_call>{"name": '
+        '"cd", "arguments": {"folder": "docs"}}</tool_call><|im_end|>'
+        'There is one file, a.txt.<|im_end|>')
+    assert trained == expected
+    # the mask is 0 on the generation header and on the template's newline after <|im_end|>
+    header = tokenizer.encode("<|im_start|>assistant\n")
+    first_trained = chat.loss_mask.index(1)
+    assert chat.ids[first_trained - len(header):first_trained] == header
+    assert chat.loss_mask[-1] == 0 and chat.ids[-1] == tokenizer.encode("\n")[0]
+
+
+def test_encode_messages_refuses_a_template_that_rewrites_history(tokenizer):
+    # A template that renders only the last user message changes earlier text as turns are added.
+    template = ("{% for m in messages %}{% if loop.last or m.role != 'user' %}"
+                "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endif %}{% endfor %}"
+                "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    hf = copy.deepcopy(tokenizer.hf)
+    hf.chat_template = template
+    with pytest.raises(ValueError, match="not prefix-stable at message 1"):
+        Tokenizer(hf).encode_messages([{"role": "user", "content": "a"},
+                                       {"role": "assistant", "content": "b"},
+                                       {"role": "user", "content": "c"}])
