@@ -51,8 +51,10 @@ def load_split(split: str, categories: Iterable[str] = CATEGORIES) -> list[BfclT
             if task.index in indices]
 
 
-# The call format each prompt style teaches; compact prompts can teach either.
-_CALL_FORMATS = {"bfcl": ("python",), "native": ("hermes",), "compact": ("python", "hermes")}
+# The call format each prompt style teaches (compact prompts can teach either); "auto" reads any
+# format, for evaluating models that answer in a format of their own.
+_CALL_FORMATS = {"bfcl": ("python", "auto"), "native": ("hermes", "auto"),
+                 "compact": ("python", "hermes", "auto")}
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ class BfclEnvConfig:
 
     prompt_style: "bfcl" (BFCL's prompting system prompt, JSON docs), "native" (docs through the
       chat template's tools section, `env.tools`) or "compact" (one signature line per tool).
-    call_format: how calls are read, "python" or "hermes"; default: the style's own.
+    call_format: how calls are read, "python", "hermes" or "auto"; default: the style's own.
     max_steps_per_turn: messages with calls allowed per turn before force-termination (BFCL: 20).
     format_error_ends_turn: an unparsable message ends the turn, as in BFCL; when False it gets an
       error observation and the turn goes on (it still counts as a step).
@@ -125,8 +127,10 @@ class BfclEnv:
         if style == "bfcl":
             opening = prompts.with_system_prompt(opening, prompts.bfcl_system_prompt(task.docs))
         elif style == "compact":
+            taught = self.config.resolved_call_format
             opening = prompts.with_system_prompt(opening, prompts.compact_system_prompt(
-                task.docs, self.config.resolved_call_format, self.config.compact_description_chars))
+                task.docs, "python" if taught == "auto" else taught,
+                self.config.compact_description_chars))
         self.history: list[Message] = list(opening)
         return [dict(m) for m in opening]
 

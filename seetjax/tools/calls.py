@@ -33,9 +33,10 @@ MAX_MESSAGE_CHARS = 65_536
 MAX_VALUE_DEPTH = 16
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-# A message attempts python-format calls when it starts like one: `[name(`, `name(` or `[]`.
-_PY_CALL_START = re.compile(r"\[?\s*[A-Za-z_][\w.]*\s*\(")
-_PY_CALL_ANYWHERE = re.compile(r"\[\s*[A-Za-z_][\w.]*\s*\(")
+# A message attempts python-format calls when it starts like one, `[name(` or `name(` (no space
+# before the parenthesis, so prose such as "Sorry (I cannot)..." stays prose).
+_PY_CALL_START = re.compile(r"\[?\s*[A-Za-z_][\w.]*\(")
+_PY_CALL_ANYWHERE = re.compile(r"\[\s*[A-Za-z_][\w.]*\(")
 _FENCE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\n?(.*?)\n?```\Z", re.DOTALL)
 _TOOL_CALL_TAG = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
@@ -143,7 +144,8 @@ def parse_python_calls(text: str, schemas: Mapping[str, ParamNames] | None = Non
     start += len(text) - len(text.lstrip())
     if body in ("", "[]"):
         return []
-    if not _PY_CALL_START.match(body):
+    # A bracketed message is a call list, however garbled; otherwise it must start like a call.
+    if not _PY_CALL_START.match(body) and not (body.startswith("[") and body.endswith("]")):
         found = _PY_CALL_ANYWHERE.search(body)
         if found is None:
             return []  # prose: no call attempted
