@@ -16,6 +16,7 @@ that reveals them, whose user message lists them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -123,14 +124,9 @@ class BfclEnv:
         self.turn, self.done = 0, False
         self._steps_in_turn, self._called_in_turn = 0, False
         opening = list(self._open_turn(0))
-        style = self.config.prompt_style
-        if style == "bfcl":
-            opening = prompts.with_system_prompt(opening, prompts.bfcl_system_prompt(task.docs))
-        elif style == "compact":
-            taught = self.config.resolved_call_format
-            opening = prompts.with_system_prompt(opening, prompts.compact_system_prompt(
-                task.docs, "python" if taught == "auto" else taught,
-                self.config.compact_description_chars))
+        system = _system_prompt(task, self.config)
+        if system is not None:
+            opening = prompts.with_system_prompt(opening, system)
         self.history: list[Message] = list(opening)
         return [dict(m) for m in opening]
 
@@ -230,3 +226,16 @@ class BfclEnv:
         if self._task is None:
             raise RuntimeError("no episode in progress: call reset(task) first")
         return self._task
+
+
+@functools.lru_cache(maxsize=2048)
+def _system_prompt(task: BfclTask, config: BfclEnvConfig) -> str | None:
+    """The system prompt of an episode; cached, as rendering ~30 docs as indented JSON costs more
+    than the rest of an episode."""
+    if config.prompt_style == "bfcl":
+        return prompts.bfcl_system_prompt(task.docs)
+    if config.prompt_style == "compact":
+        taught = config.resolved_call_format
+        return prompts.compact_system_prompt(task.docs, "python" if taught == "auto" else taught,
+                                             config.compact_description_chars)
+    return None
