@@ -16,6 +16,7 @@ that reveals them, whose user message lists them.
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 from collections.abc import Iterable
@@ -172,7 +173,25 @@ class BfclEnv:
             raise RuntimeError("the episode is not over yet")
         return entry_result(self._require_task(), self._verdicts)
 
+    def snapshot(self) -> dict[str, Any]:
+        """A copy of the episode so far (live API instances and checker included); `restore`
+        returns to it. SEET's fast loop uses it to retry a failed step from the state before it."""
+        state = {k: v for k, v in vars(self).items() if k not in ("config", "_task")}
+        return copy.deepcopy(state, self._shared_memo())
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Returns the episode to `snapshot` (which stays valid for further restores)."""
+        vars(self).update(copy.deepcopy(snapshot, self._shared_memo()))
+
     # ------------------------------------------------------------------ internals
+
+    def _shared_memo(self) -> dict[int, Any]:
+        # Immutable parts (the task, the schemas and their docs) are shared, not copied.
+        task = self._require_task()
+        memo: dict[int, Any] = {id(task): task}
+        for schema in self.executor.schemas.values():
+            memo[id(schema)] = schema
+        return memo
 
     def _continue(self, code: StepCode, observations: tuple[Message, ...],
                   calls: tuple[ToolCall, ...] = (), results: tuple[ExecutionResult, ...] = (),

@@ -24,7 +24,7 @@ from bfcl_eval.constants.executable_backend_config import (
     STATELESS_CLASSES,
 )
 
-from seetjax.tools.calls import ToolCall, calls_from_strings
+from seetjax.tools.calls import ParseError, ToolCall, parse_python_calls
 from seetjax.tools.executor import ToolExecutor
 from seetjax.tools.schema import ToolSchema
 
@@ -178,10 +178,18 @@ def _task(category: str, entry: dict[str, Any]) -> BfclTask:
     return BfclTask(
         id=entry["id"], category=category, index=int(entry["id"].rsplit("_", 1)[1]),
         turns=tuple(tuple(messages) for messages in entry["question"]),
-        ground_truth=tuple(tuple(calls_from_strings(turn, schemas)) for turn in entry["ground_truth"]),
+        ground_truth=tuple(tuple(_ground_truth_call(text, schemas) for text in turn)
+                           for turn in entry["ground_truth"]),
         ground_truth_text=tuple(tuple(turn) for turn in entry["ground_truth"]),
         involved_classes=involved, initial_config=entry.get("initial_config", {}),
         docs=tuple(entry["function"]), held_out=held_out, long_context=category == "long_context")
+
+
+def _ground_truth_call(text: str, schemas: Mapping[str, ToolSchema]) -> ToolCall:
+    parsed = parse_python_calls(text, schemas)
+    if isinstance(parsed, ParseError) or len(parsed) != 1 or parsed[0].positional:
+        raise ValueError(f"BFCL ground truth {text!r} is not one literal call: {parsed}")
+    return parsed[0]
 
 
 def _check_class(class_name: str) -> None:

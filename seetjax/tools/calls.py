@@ -21,7 +21,7 @@ import ast
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -123,7 +123,7 @@ def parse_tool_calls(text: str, fmt: CallFormat = "auto",
     if len(text) > max_chars:
         return ParseError(f"message too long ({len(text)} characters; limit {max_chars})", str(fmt))
     if fmt == "auto":
-        stripped = _strip_fence(text.strip())[0]
+        stripped = _message_body(text)[0]
         if "<tool_call>" in text or "</tool_call>" in text:
             fmt = "hermes"
         elif stripped.startswith("{") or re.match(r"\[\s*\{", stripped):
@@ -140,8 +140,7 @@ def parse_tool_calls(text: str, fmt: CallFormat = "auto",
 def parse_python_calls(text: str, schemas: Mapping[str, ParamNames] | None = None
                        ) -> list[ToolCall] | ParseError:
     """BFCL's python-list format, `[f(a=1), g(b='x')]`; literal arguments only."""
-    body, start = _strip_fence(text.strip())
-    start += len(text) - len(text.lstrip())
+    body, start = _message_body(text)
     if body in ("", "[]"):
         return []
     # A bracketed message is a call list, however garbled; otherwise it must start like a call.
@@ -171,14 +170,15 @@ def parse_python_calls(text: str, schemas: Mapping[str, ParamNames] | None = Non
 
 def parse_hermes_calls(text: str, schemas: Mapping[str, ParamNames] | None = None
                        ) -> list[ToolCall] | ParseError:
-    """Hermes/Qwen `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks."""
+    """Hermes/Qwen `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks. (JSON
+    arguments are always named: `schemas` is accepted for a signature shared by all parsers.)"""
     calls, end = [], 0
     for match in _TOOL_CALL_TAG.finditer(text):
         stray = _stray_tag(text, end, match.start())
         if stray is not None:
             return stray
         try:
-            calls.extend(_json_calls(match.group(1), match.start(1), schemas, single=True))
+            calls.extend(_json_calls(match.group(1), match.start(1), single=True))
         except _Reject as e:
             return _error(text, e.offset, "hermes", e.message)
         end = match.end()
@@ -188,13 +188,12 @@ def parse_hermes_calls(text: str, schemas: Mapping[str, ParamNames] | None = Non
 def parse_json_calls(text: str, schemas: Mapping[str, ParamNames] | None = None
                      ) -> list[ToolCall] | ParseError:
     """A JSON object `{"name": ..., "arguments": {...}}` or a list of them (`function` and
-    `parameters`, BFCL's JSON output keys, are read too)."""
-    body, start = _strip_fence(text.strip())
-    start += len(text) - len(text.lstrip())
+    `parameters`, BFCL's JSON output keys, are read too; `schemas` as for hermes)."""
+    body, start = _message_body(text)
     if not body.startswith(("{", "[")):
         return []
     try:
-        return _json_calls(body, start, schemas, single=False)
+        return _json_calls(body, start, single=False)
     except _Reject as e:
         return _error(text, e.offset, "json", e.message)
 
@@ -275,8 +274,7 @@ def _describe(node: ast.AST) -> str:
 # json and hermes formats
 
 
-def _json_calls(body: str, start: int, schemas: Mapping[str, ParamNames] | None,
-                single: bool) -> list[ToolCall]:
+def _json_calls(body: str, start: int, single: bool) -> list[ToolCall]:
     stripped = body.strip()
     inner = start + (len(body) - len(body.lstrip()))
     try:
@@ -365,13 +363,16 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def _strip_fence(body: str) -> tuple[str, int]:
-    """Removes one Markdown code fence around the whole message; returns text and its offset."""
+def _message_body(text: str) -> tuple[str, int]:
+    """The message without surrounding whitespace and one Markdown code fence around all of it,
+    and the offset of that body in `text`."""
+    body = text.strip()
+    start = len(text) - len(text.lstrip())
     match = _FENCE.match(body)
     if match is None:
-        return body, 0
+        return body, start
     inner = match.group(1)
-    return inner.strip(), match.start(1) + (len(inner) - len(inner.lstrip()))
+    return inner.strip(), start + match.start(1) + len(inner) - len(inner.lstrip())
 
 
 def _node_offset(source: str, node: ast.AST) -> int | None:
@@ -382,7 +383,7 @@ def _node_offset(source: str, node: ast.AST) -> int | None:
 
 def _offset_of(source: str, lineno: int | None, col: int, utf8: bool) -> int:
     """Character offset of (1-based line, column); ast columns count UTF-8 bytes."""
-    lines = source.splitlines(keepends=True)
+    lines = [line + "\n" for line in source.split("\n")]  # ast counts lines as we do: by "\n"
     if not lineno or lineno > len(lines):
         return len(source)
     line = lines[lineno - 1]
@@ -402,14 +403,3 @@ def _error(text: str, offset: int | None, fmt: str, message: str) -> ParseError:
 def _short(error: BaseException) -> str:
     return (str(error) or type(error).__name__)[:200]
 
-
-def calls_from_strings(texts: Sequence[str], schemas: Mapping[str, ParamNames] | None = None
-                       ) -> list[ToolCall]:
-    """Parses trusted call strings (ground truth) one by one; raises ValueError on any failure."""
-    calls = []
-    for text in texts:
-        parsed = parse_python_calls(text, schemas)
-        if isinstance(parsed, ParseError) or len(parsed) != 1:
-            raise ValueError(f"not a single literal call: {text!r} ({parsed})")
-        calls.append(parsed[0])
-    return calls

@@ -184,3 +184,22 @@ def test_misuse_and_bad_configs_raise():
                 dict(prompt_style="native", call_format="python"), dict(max_steps_per_turn=0)):
         with pytest.raises(ValueError):
             BfclEnvConfig(**bad)
+
+
+def test_snapshot_and_restore_undo_a_step():
+    env = BfclEnv()
+    env.reset(BASE0)
+    env.step("[cd(folder='document')]")
+    snapshot = env.snapshot()
+    assert env.step("[rm(file_name='final_report.pdf')]").code is StepCode.CLEAN_CALL
+    for _ in range(2):  # a snapshot can be restored more than once
+        env.restore(snapshot)
+        assert len(env.trace().steps) == 1 and env.history[-1]["role"] == "tool"
+        assert "final_report.pdf" in env.step("[ls()]").observations[0]["content"]
+        env.restore(snapshot)
+    env.step("[mkdir(dir_name='temp'), mv(source='final_report.pdf', destination='temp')]")
+    assert env.step("ok").verdicts[0].passed
+    # The restored executor calls the restored instances, not the ones of the abandoned branch.
+    assert env.executor.execute(ToolCall("mkdir", {"dir_name": "fresh"})).ok
+    root = env.executor.instances["GorillaFileSystem"].root
+    assert "fresh" in root.contents["document"].contents

@@ -14,7 +14,6 @@ from seetjax.tools.calls import (
     MAX_VALUE_DEPTH,
     ParseError,
     ToolCall,
-    calls_from_strings,
     parse_hermes_calls,
     parse_json_calls,
     parse_python_calls,
@@ -157,9 +156,6 @@ def test_canonical_form_and_renderings():
     assert ToolCall("f", {"x": True}) != ToolCall("f", {"x": 1})
     assert a.to_python() == "f(x=1, y=[1.0, (2, 3)])"
     assert parse_tool_calls(a.to_hermes()) == [a]
-    assert calls_from_strings(["f(x=1)"]) == [ToolCall("f", {"x": 1})]
-    with pytest.raises(ValueError):
-        calls_from_strings(["[f(x=1), g()]"])
 
 
 def test_python_decoding_matches_bfcl_decoder_on_keyword_calls():
