@@ -1,15 +1,12 @@
 """Tool calls: the one canonical `ToolCall` type and the parsers that turn model text into calls.
 
-Three formats are read:
-
-* ``python``: BFCL's prompting format, ``[f(a=1), g(b='x')]`` (a single ``f(a=1)`` too);
-* ``hermes``: Hermes/Qwen blocks, ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, any
-  number per message, text around them allowed;
-* ``json``: a JSON object ``{"name": ..., "arguments": {...}}`` or a list of them.
-
-Values are literals only. Python text is read with `ast.parse` and every node is checked to be a
-literal (string, number, bool, None, list, tuple, dict); no expression is ever evaluated. Positional
-arguments are mapped to parameter names through the tool's schema (BFCL's own decoder drops them).
+Formats: ``python``, BFCL's prompting format ``[f(a=1), g(b='x')]`` (a single ``f(a=1)`` too);
+``hermes``, Hermes/Qwen ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks, any
+number per message, text around them allowed; ``json``, an object ``{"name": ..., "arguments":
+{...}}`` or a list of them. Values are literals only: Python text is read with `ast.parse` and
+every node is checked to be a literal (string, number, bool, None, list, tuple, dict); nothing is
+evaluated. Positional arguments get their parameter names from the tool's schema (BFCL's own
+decoder drops them).
 
 Parsers never raise on bad model text: they return a `ParseError` that says what is wrong and where.
 A message that does not attempt a call at all (plain prose) parses to an empty list: the turn ends.
@@ -43,7 +40,6 @@ _TOOL_CALL_TAG = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 class ParamNames(Protocol):
     """Anything that knows a tool's parameter names in positional order (a `ToolSchema`)."""
-
     @property
     def param_names(self) -> tuple[str, ...]: ...
 
@@ -103,7 +99,7 @@ class ParseError:
 
 
 class _Reject(Exception):
-    """Internal: a value or call that is not allowed, with the character offset of the culprit."""
+    """A value or call that is not allowed, with the character offset of the culprit."""
 
     def __init__(self, message: str, offset: int | None = None):
         super().__init__(message)
@@ -376,9 +372,7 @@ def _message_body(text: str) -> tuple[str, int]:
 
 
 def _node_offset(source: str, node: ast.AST) -> int | None:
-    if not hasattr(node, "lineno"):
-        return None
-    return _offset_of(source, node.lineno, node.col_offset, utf8=True)
+    return _offset_of(source, node.lineno, node.col_offset, True) if hasattr(node, "lineno") else None
 
 
 def _offset_of(source: str, lineno: int | None, col: int, utf8: bool) -> int:
