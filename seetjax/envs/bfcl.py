@@ -110,6 +110,7 @@ class BfclEnv:
     def __init__(self, config: BfclEnvConfig | None = None):
         self.config = config or BfclEnvConfig()
         self._task: BfclTask | None = None
+        self.done = False
 
     # ------------------------------------------------------------------ protocol
 
@@ -132,8 +133,9 @@ class BfclEnv:
         return [dict(m) for m in opening]
 
     def step(self, assistant_text: str) -> StepResult:
-        if self._task is None or self.done:
-            raise RuntimeError("no episode in progress: call reset(task) first")
+        if self.done:
+            raise RuntimeError("the episode is over: call reset(task) to start another")
+        self._require_task()
         self.history.append({"role": "assistant", "content": assistant_text})
         parsed = parse_tool_calls(assistant_text, self.config.resolved_call_format,
                                   self.executor.schemas, self.config.max_message_chars)
