@@ -1,5 +1,5 @@
 """Replays all 800 BFCL multi-turn ground-truth entries through our executor + checker and
-through bfcl_eval's own executor + checker, in one run, and appends the figures to BENCHMARKS.md.
+through bfcl_eval's own executor + checker, in one run, and adds the figures to BENCHMARKS.md.
 
     .venv/bin/python experiments/benchmarks/bench_env.py [--repeats 5] [--no-write]
 
@@ -13,21 +13,25 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
-import platform
 import statistics
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # for tests.eval.bfcl_reference, the wrapper of bfcl_eval's checker
+sys.path.insert(0, str(Path(__file__).parent))
+
+from report import add_row, cpu_machine  # noqa: E402
 
 from seetjax.envs.bfcl import BfclEnv  # noqa: E402
 from seetjax.envs.bfcl_data import CATEGORIES, load_category, load_tasks  # noqa: E402
 from seetjax.eval.bfcl_checker import check_entry  # noqa: E402
 from tests.eval.bfcl_reference import bfcl_check_strings  # noqa: E402
+
+TITLE = "BFCL environment: replay of all 800 ground-truth entries (bench_env.py)"
+COLUMNS = ["date", "machine", "seetjax executor + checker, s", "bfcl_eval executor + checker, s",
+           "seetjax BfclEnv episodes, s", "seetjax calls/s", "speed-up"]
 
 
 def _best(fn, repeats: int) -> tuple[float, float]:
@@ -37,16 +41,6 @@ def _best(fn, repeats: int) -> tuple[float, float]:
         fn()
         times.append(time.perf_counter() - start)
     return min(times), statistics.median(times)
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown model"
 
 
 def main() -> None:
@@ -85,36 +79,15 @@ def main() -> None:
     bfcl_best, bfcl_median = _best(reference, args.repeats)
     env_best, env_median = _best(episodes, args.repeats)
 
-    rows = [
-        ("seetjax executor + checker (`check_entry`)", ours_best, ours_median, calls),
-        ("bfcl_eval executor + `multi_turn_checker`", bfcl_best, bfcl_median, calls),
-        ("seetjax `BfclEnv` episodes (scripted ground truth)", env_best, env_median, calls),
-    ]
-    machine = (f"{os.cpu_count()}-core CPU ({platform.machine()}, {_cpu_model()}), "
-               f"Python {platform.python_version()}, bfcl-eval {metadata.version('bfcl-eval')}")
-    lines = [
-        f"\n## BFCL environment: replay of all 800 ground-truth entries "
-        f"({datetime.date.today().isoformat()})\n",
-        f"Machine: {machine}; shared with other jobs, so compare ratios within one run. "
-        f"Best and median of {args.repeats} passes; `experiments/benchmarks/bench_env.py`.\n",
-        "| path | best (s) | median (s) | calls/s (best) |",
-        "|---|---:|---:|---:|",
-        *[f"| {name} | {best:.3f} | {median:.3f} | {n / best:,.0f} |" for name, best, median, n in rows],
-        "",
-        f"bfcl_eval / seetjax wall-time ratio (best): **{bfcl_best / ours_best:.2f}x** "
-        f"({calls} calls per pass: each ground-truth call runs as the model's and as the "
-        "shadow ground truth's).",
-    ]
-    text = "\n".join(lines) + "\n"
-    print(text)
+    # Best of the passes; each ground-truth call runs as the model's and on the shadow instances.
+    print(f"seetjax {ours_best:.3f}s (median {ours_median:.3f}), bfcl_eval {bfcl_best:.3f}s "
+          f"(median {bfcl_median:.3f}), BfclEnv episodes {env_best:.3f}s (median {env_median:.3f}); "
+          f"{calls} calls per pass, {calls / ours_best:,.0f} calls/s; "
+          f"speed-up {bfcl_best / ours_best:.2f}x")
     if not args.no_write:
-        path = REPO / "BENCHMARKS.md"
-        if not path.exists():
-            path.write_text("# Benchmarks\n\nMeasured figures, newest last. Each section names its "
-                            "machine and the script that produced it.\n", encoding="utf-8")
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(text)
-
+        add_row(TITLE, COLUMNS, [datetime.date.today().isoformat(), cpu_machine(),
+                                 f"{ours_best:.3f}", f"{bfcl_best:.3f}", f"{env_best:.3f}",
+                                 f"{calls / ours_best:,.0f}", f"{bfcl_best / ours_best:.2f}x"])
 
 if __name__ == "__main__":
     main()

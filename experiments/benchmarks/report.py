@@ -13,7 +13,16 @@ _PREAMBLE = ("# Benchmarks\n\nMeasured figures, newest row last in each table. A
 
 
 def cpu_machine() -> str:
-    return f"{platform.machine()} CPU, {os.cpu_count()} cores"
+    """E.g. '2-core Intel(R) Xeon(R) Processor (x86_64)'."""
+    model = platform.processor() or "CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()}-core {model} ({platform.machine()})"
 
 
 def add_row(title: str, columns: list[str], row: list[str], path: Path = BENCHMARKS) -> None:
