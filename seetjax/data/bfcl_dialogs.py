@@ -105,14 +105,15 @@ def bfcl_dialogs(split: str = "train", categories: Sequence[str] = CATEGORIES, *
                  prompt_style: str = "native", call_format: str | None = None,
                  parallel_calls: bool = False, closings: Closings = Closings(),
                  tasks: Iterable[BfclTask] | None = None) -> tuple[list[Dialog], ConversionReport]:
-    """Dialogs of every task of `split` in `categories` (or of `tasks`), and a report naming the
-    tasks whose ground truth did not replay cleanly."""
+    """Dialogs of every task of `split` in `categories` (or of `tasks`, given instead), and a
+    report naming the tasks whose ground truth did not replay cleanly."""
     config = BfclEnvConfig(prompt_style=prompt_style, call_format=call_format)
     dialogs, failed = [], {}
     for task in load_split(split, categories) if tasks is None else tasks:
         try:
             dialogs.append(task_dialog(task, config, parallel_calls=parallel_calls,
-                                       closings=closings, split=split))
+                                       closings=closings,
+                                       split=split if tasks is None else None))
         except ReplayFailure as e:
             failed[task.id] = str(e)
     return dialogs, ConversionReport(len(dialogs), failed)

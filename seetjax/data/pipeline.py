@@ -11,8 +11,8 @@ Stages, all deterministic in the seed:
    after epoch of uniformly reshuffled examples.
 2. Replay: with `replay_ratio` r > 0 and a non-empty buffer, grain's `mix` interleaves the buffer's
    examples (reshuffled each pass) so that a fraction r of the records are replayed ones.
-3. A window shuffle (grain `WindowShuffleMapDataset`) breaks the mix's fixed interleaving pattern
-   while keeping every window's proportions.
+3. A window shuffle (`BlockShuffle` over windows of `shuffle_window` records) breaks the mix's
+   fixed interleaving pattern while keeping every window's proportions.
 4. Sharding: process p of P reads records p, p + P, ... (a slice of the MapDataset).
 5. Rows: first-fit packing (grain `FirstFitPackIterDataset`) of several examples per row, each a
    segment with its own positions; or one example per row, padded (the same packer with one
@@ -39,6 +39,7 @@ from seetjax.data.dialogs import TASK_TYPES
 from seetjax.data.formatter import Example
 from seetjax.data.weighting import (
     DEFAULT_TASK_WEIGHTS,
+    BlockShuffle,
     check_weights,
     effective_weights,
     sub_seed,
@@ -110,16 +111,13 @@ class SFTPipeline:
                                  f"seq_len {config.seq_len}; format with max_len <= seq_len")
         self.examples, self.replay = list(examples), list(replay)
         self.rows = config.batch_size // self.process_count
-
-    @property
-    def weights(self) -> dict[str, float] | None:
-        """The task weights in effect (types without examples left out), or None."""
-        if self.config.task_weights is None:
-            return None
-        counts = {t: 0 for t in TASK_TYPES}
-        for e in self.examples:
-            counts[e.task_type] += 1
-        return effective_weights(counts, self.config.task_weights)
+        # The task weights in effect (types without examples left out), or None.
+        self.weights: dict[str, float] | None = None
+        if config.task_weights is not None:
+            counts = dict.fromkeys(TASK_TYPES, 0)
+            for e in self.examples:
+                counts[e.task_type] += 1
+            self.weights = effective_weights(counts, config.task_weights)
 
     @property
     def replaying(self) -> bool:
@@ -130,15 +128,14 @@ class SFTPipeline:
         cfg = self.config
         new = (uniform_stream(self.examples, sub_seed(cfg.seed, _NEW), _record)
                if cfg.task_weights is None else
-               task_weighted_stream(self.examples, cfg.task_weights, cfg.seed, _record))
+               task_weighted_stream(self.examples, self.weights, cfg.seed, _record))
         stream = new
         if self.replaying:
             replayed = uniform_stream(self.replay, sub_seed(cfg.seed, _REPLAY), _replayed_record)
             stream = grain.MapDataset.mix([new, replayed], [1.0 - cfg.replay_ratio,
                                                             cfg.replay_ratio])
         if cfg.shuffle_window > 1:
-            stream = grain.experimental.WindowShuffleMapDataset(
-                stream, window_size=cfg.shuffle_window, seed=sub_seed(cfg.seed, _WINDOW))
+            stream = BlockShuffle(stream, cfg.shuffle_window, sub_seed(cfg.seed, _WINDOW))
         return stream[self.process_index::self.process_count]
 
     def dataset(self) -> grain.IterDataset:
