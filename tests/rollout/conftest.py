@@ -26,12 +26,13 @@ def calls_text(calls):
 
 @pytest.fixture
 def play(tokenizer):
-    """play(tasks, stage, scripts, group_size=1, limits=..., pool=None) -> (rollout, episodes):
+    """play(tasks, stage, scripts, group_size=1, limits=None, rollout=None) -> (rollout, episodes):
     scripts[row] is a list of replies, "Done." once it runs out."""
 
-    def run(tasks, stage, scripts, group_size=1, limits=EpisodeLimits(), rollout=None):
+    def run(tasks, stage, scripts, group_size=1, limits=None, rollout=None):
         rollout = rollout or Rollout(tokenizer, RolloutConfig(
-            group_size=group_size, env=BfclEnvConfig(prompt_style="compact"), limits=limits))
+            group_size=group_size, env=BfclEnvConfig(prompt_style="compact"),
+            limits=limits or EpisodeLimits()))
         episodes = rollout.episodes(tasks, stage, progress=0.0, seed=0)
         queues = [list(s) for s in scripts]
         policy = ScriptedPolicy(tokenizer, lambda row: queues[row].pop(0) if queues[row]
