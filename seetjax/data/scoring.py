@@ -47,7 +47,7 @@ class ModelScorer:
         self.batch_size, self.min_bucket = batch_size, min_bucket
         self.hidden_size = model.config.hidden_size
         self.graphdef, self.state = nnx.split(model)
-        self._score = jax.jit(functools.partial(_score_rows, self.graphdef))
+        self._score = _jitted_score(self.graphdef)
 
     def bucket(self, length: int) -> int:
         """The padded row length of an example of `length` tokens: the smallest 2^k or 3 * 2^k
@@ -72,7 +72,15 @@ class ModelScorer:
         return Scores(losses, embeddings)
 
     def compile_count(self) -> int:
+        """Compilations so far of the scoring function of this model structure."""
         return self._score._cache_size()
+
+
+@functools.lru_cache(maxsize=8)
+def _jitted_score(graphdef: nnx.GraphDef):
+    # One jitted function per model structure: scorers of later parameters (evaluation during
+    # training) reuse its compilations.
+    return jax.jit(functools.partial(_score_rows, graphdef))
 
 
 def _padded_rows(examples: Sequence[Example], rows: int, length: int) -> tuple[np.ndarray, ...]:
