@@ -62,6 +62,13 @@ class CoresetConfig:
             raise ValueError(f"CoresetConfig.hybrid_loss_fraction={self.hybrid_loss_fraction}: "
                              "must be in [0, 1]")
 
+    @property
+    def uses_model(self) -> bool:
+        """Whether selection reads the model (losses, or model embeddings); without one, losses
+        must be in the data and embeddings are n-grams."""
+        return (self.strategy in ("loss_topk", "hybrid")
+                or self.strategy == "diversity" and self.embedding != "ngram")
+
     def target(self, n: int) -> int:
         """Examples kept out of n."""
         if self.strategy == "none":

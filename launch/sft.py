@@ -1,0 +1,25 @@
+"""Agent SFT: trains a model on agent dialogs with the SFT data pipeline and the learner.
+
+    python launch/sft.py --config=configs/sft.py --workdir=/tmp/sft [--config.train.steps=50]
+
+Run again with the same workdir to resume from its last checkpoint. Metrics go to
+<workdir>/metrics.jsonl and TensorBoard; the final model to <workdir>/model (an HF directory).
+"""
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from seetjax import sft
+
+_CONFIG = config_flags.DEFINE_config_file("config", "configs/sft.py", "Config file.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Checkpoints, metrics and the final model.",
+                               required=True)
+
+
+def main(argv):
+    del argv
+    sft.run(_CONFIG.value, _WORKDIR.value)
+
+
+if __name__ == "__main__":
+    app.run(main)
