@@ -6,7 +6,7 @@ Run again with the same workdir to resume from its last checkpoint. Metrics go t
 <workdir>/metrics.jsonl and TensorBoard; the final model to <workdir>/model (an HF directory).
 """
 
-from absl import app, flags
+from absl import app, flags, logging
 from ml_collections import config_flags
 
 from seetjax import sft
@@ -18,6 +18,8 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Checkpoints, metrics and the fi
 
 def main(argv):
     del argv
+    if not flags.FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
     sft.run(_CONFIG.value, _WORKDIR.value)
 
 

@@ -9,11 +9,13 @@ start of a stage the coreset is chosen with the model as it is then; the stage t
 `config.replay.ratio`; at its end its examples are offered to the memory. A checkpoint holds, as
 the learner's caller state (JSON): the stage, the step in it, the pipeline's iterator state, the
 stage's coreset ids and the memory's state, so a resumed run sees exactly the batches it would
-have seen.
+have seen. Everything left out of the data (unconvertible tasks, dialogs too long) and each
+stage's selection are written to `<workdir>/data_report.json`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -44,23 +46,8 @@ def say(message: str) -> None:
         print(message, flush=True)
 
 
-def load_dialogs(data: ml_collections.ConfigDict, group: str, split: str | None = None
-                 ) -> list[Dialog]:
-    """Dialogs of one comma-separated group of BFCL categories or JSONL paths."""
-    names = [n.strip() for n in group.split(",") if n.strip()]
-    if data.source == "jsonl":
-        return [d for path in names for d in read_jsonl(path)]
-    if data.source != "bfcl":
-        raise ValueError(f"config.data.source={data.source!r}: 'bfcl' or 'jsonl'")
-    dialogs, report = bfcl_dialogs(split or data.split, names, prompt_style=data.prompt_style,
-                                   call_format=data.call_format or None,
-                                   parallel_calls=data.parallel_calls)
-    if report.failed:
-        say(str(report))
-    return dialogs
-
-
 def stage_groups(data: ml_collections.ConfigDict) -> list[str]:
+    """The comma-separated group of BFCL categories or JSONL paths of each stage."""
     default = data.paths if data.source == "jsonl" else data.categories
     groups = [g.strip() for g in (data.stages or default).split(";") if g.strip()]
     if not groups:
@@ -68,11 +55,22 @@ def stage_groups(data: ml_collections.ConfigDict) -> list[str]:
     return groups
 
 
-def format_all(dialogs: list[Dialog], tokenizer: Tokenizer, data: ml_collections.ConfigDict,
-               what: str) -> list[Example]:
-    examples, report = format_dialogs(dialogs, tokenizer, data.max_len, data.truncate)
-    say(f"{what}: {report}")
-    return examples
+def load_dialogs(data: ml_collections.ConfigDict, group: str, split: str | None = None
+                 ) -> tuple[list[Dialog], dict[str, str]]:
+    """Dialogs of one group, and the BFCL tasks that could not be converted (with the reason).
+    `split`: a BFCL split other than `data.split`, or for JSONL data a file instead of `group`."""
+    if data.source == "jsonl":
+        names = [split] if split else group.split(",")
+        return [d for path in names if path.strip() for d in read_jsonl(path.strip())], {}
+    if data.source != "bfcl":
+        raise ValueError(f"config.data.source={data.source!r}: 'bfcl' or 'jsonl'")
+    categories = [c.strip() for c in group.split(",") if c.strip()]
+    dialogs, report = bfcl_dialogs(split or data.split, categories, prompt_style=data.prompt_style,
+                                   call_format=data.call_format or None,
+                                   parallel_calls=data.parallel_calls)
+    if report.failed:
+        say(f"{group}: {report}")
+    return dialogs, report.failed
 
 
 def pipeline_config(config: ml_collections.ConfigDict, stage: int, pad_id: int) -> PipelineConfig:
@@ -92,93 +90,130 @@ def coreset_config(config: ml_collections.ConfigDict, stage: int) -> CoresetConf
                          seed=config.seed + stage)
 
 
+class SFTRun:
+    """One SFT run in a workdir: the model, the learner, the data of every stage (see the module
+    docstring). `run()` trains from wherever the workdir's last checkpoint left off."""
+
+    def __init__(self, config: ml_collections.ConfigDict, workdir: str | os.PathLike):
+        self.config, self.workdir = config, Path(workdir)
+        path = config.model.path or embedded_model_dir()
+        model = load_hf_checkpoint(path, dtype=config.model.dtype,
+                                   compute_dtype=config.model.compute_dtype)
+        self.tokenizer = Tokenizer.from_pretrained(path)
+        self.learner, self.state = create_learner(model, learner_config(config.learner.to_dict()),
+                                                  seed=config.seed)
+        self.checkpoints = Checkpointer(self.workdir / "checkpoints",
+                                        keep_last=config.train.keep_checkpoints)
+        self.caller: dict[str, Any] = {"stage": 0, "stage_step": 0}
+        if self.checkpoints.latest_step() is not None:
+            self.state, self.caller = self.checkpoints.restore(self.state)
+            say(f"resumed from step {int(self.state.step)}: stage {self.caller['stage']}, "
+                f"step {self.caller['stage_step']} of it")
+        self.report: dict[str, Any] = {}
+        groups = stage_groups(config.data)
+        self.stages = [self._prepare(g, f"stage {k}") for k, g in enumerate(groups)]
+        self.evaluation = (self._prepare(",".join(groups), "evaluation", config.data.eval_split)
+                           if config.data.eval_split else [])
+        self.by_id = {e.id: e for examples in self.stages for e in examples}
+        self.buffer = None
+        if config.replay.capacity:
+            saved = self.caller.get("replay")
+            self.buffer = (ReplayBuffer.from_state(saved, self.by_id) if saved else
+                           ReplayBuffer(config.replay.capacity, config.replay.policy, config.seed))
+
+    def _prepare(self, group: str, what: str, split: str | None = None) -> list[Example]:
+        data = self.config.data
+        dialogs, failed = load_dialogs(data, group, split)
+        examples, formatted = format_dialogs(dialogs, self.tokenizer, data.max_len, data.truncate)
+        say(f"{what}: {formatted}")
+        self.report[what] = {"data": split or group, "not_converted": failed,
+                             "formatted": formatted.formatted, "left_out": formatted.dropped,
+                             "truncated": list(formatted.truncated)}
+        return examples
+
+    def scorer(self) -> ModelScorer:
+        """Scores under the current parameters (one compilation per bucket for the whole run)."""
+        return ModelScorer(self.learner.model(self.state),
+                           batch_size=self.config.coreset.batch_size)
+
+    def run(self) -> dict[str, float]:
+        """Trains every remaining stage; returns the last logged metrics (and the evaluation)."""
+        metrics: dict[str, float] = {}
+        with MetricsWriter(self.workdir) as writer:
+            for k in range(self.caller["stage"], len(self.stages)):
+                metrics = self._train_stage(k, writer)
+            if self.evaluation:
+                metrics["eval/loss"] = eval_loss(self.scorer(), self.evaluation)
+                writer.write(int(self.state.step), {"eval/loss": metrics["eval/loss"]})
+                say(f"evaluation loss {metrics['eval/loss']:.4f} on "
+                    f"{len(self.evaluation)} dialogs")
+        self.checkpoints.wait()
+        self.checkpoints.close()
+        if self.config.train.save_model and jax.process_index() == 0:
+            save_hf_checkpoint(self.learner.model(self.state), self.workdir / "model",
+                               tokenizer=self.tokenizer)
+        return metrics
+
+    def _train_stage(self, k: int, writer: MetricsWriter) -> dict[str, float]:
+        cfg, caller = self.config, self.caller
+        resuming = caller["stage"] == k and caller.get("coreset") is not None
+        if resuming:
+            selected = [self.by_id[i] for i in caller["coreset"]]
+        else:
+            coreset = coreset_config(cfg, k)
+            selected, chosen = select_coreset(self.stages[k], coreset,
+                                              self.scorer() if coreset.uses_model else None)
+            self.report[f"stage {k}"]["coreset"] = chosen
+            say(f"stage {k} coreset ({coreset.strategy}): kept {len(selected)} of "
+                f"{len(self.stages[k])} examples")
+        pipeline = SFTPipeline(selected, pipeline_config(cfg, k, self.tokenizer.pad_id),
+                               replay=self.buffer.items if self.buffer else ())
+        self.report[f"stage {k}"]["pipeline"] = pipeline.summary()
+        self._write_report()
+        say(f"stage {k} pipeline: {pipeline.summary()}")
+        iterator = iter(pipeline)
+        if resuming:
+            iterator.set_state(caller["data"])
+        seen = caller.get("examples_seen", 0) if resuming else 0
+        metrics: dict[str, float] = {}
+        for s in range(caller["stage_step"] if resuming else 0, cfg.train.steps):
+            batch = next(iterator)
+            start = time.perf_counter()
+            self.state, step_metrics = self.learner.update(self.state, TrajectoryBatch(
+                sequences=TokenSequences(tokens=batch["tokens"], positions=batch["positions"],
+                                         segment_ids=batch["segment_ids"],
+                                         loss_mask=batch["loss_mask"])))
+            counts = segment_counts(batch)
+            seen += (counts["examples"] - counts["replayed"]) * jax.process_count()
+            step, last = int(self.state.step), s + 1 == cfg.train.steps
+            if (s + 1) % cfg.train.log_every == 0 or last:
+                metrics = {**step_metrics, **data_metrics(batch, seen, len(selected), k),
+                           "step_wall_s": time.perf_counter() - start}
+                writer.write(step, metrics)
+                say(f"step {step}: loss {metrics.get('loss', float('nan')):.4f}, "
+                    f"{metrics.get('tokens_per_s', 0):.0f} tokens/s, epoch "
+                    f"{metrics['data/epoch']:.2f} of stage {k}")
+            if self.evaluation and cfg.train.eval_every and step % cfg.train.eval_every == 0:
+                writer.write(step, {"eval/loss": eval_loss(self.scorer(), self.evaluation)})
+            if last and self.buffer is not None:
+                self.buffer.add(selected)
+            self.caller = ({"stage": k + 1, "stage_step": 0} if last else
+                           {"stage": k, "stage_step": s + 1, "data": iterator.get_state(),
+                            "coreset": [e.id for e in selected], "examples_seen": seen})
+            self.caller["replay"] = self.buffer.state_dict() if self.buffer else None
+            if last or step % cfg.train.checkpoint_every == 0:
+                self.checkpoints.save(step, self.state, caller_state=self.caller)
+        return metrics
+
+    def _write_report(self) -> None:
+        if jax.process_index() == 0:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            (self.workdir / "data_report.json").write_text(json.dumps(self.report, indent=1))
+
+
 def run(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> dict[str, float]:
     """Trains (or resumes) the run of `config` in `workdir`; returns the last logged metrics."""
-    workdir = Path(workdir)
-    path = config.model.path or embedded_model_dir()
-    model = load_hf_checkpoint(path, dtype=config.model.dtype,
-                               compute_dtype=config.model.compute_dtype)
-    tokenizer = Tokenizer.from_pretrained(path)
-    learner, state = create_learner(model, learner_config(config.learner.to_dict()),
-                                    seed=config.seed)
-    checkpoints = Checkpointer(workdir / "checkpoints", keep_last=config.train.keep_checkpoints)
-    caller: dict[str, Any] = {}
-    if checkpoints.latest_step() is not None:
-        state, caller = checkpoints.restore(state)
-        say(f"resumed from step {int(state.step)}: stage {caller['stage']}, "
-            f"step {caller['stage_step']} of it")
-
-    groups = stage_groups(config.data)
-    stages = [format_all(load_dialogs(config.data, g), tokenizer, config.data, f"stage {k} ({g})")
-              for k, g in enumerate(groups)]
-    evaluation = []
-    if config.data.eval_split:
-        dialogs = (read_jsonl(config.data.eval_split) if config.data.source == "jsonl" else
-                   load_dialogs(config.data, ",".join(groups), config.data.eval_split))
-        evaluation = format_all(dialogs, tokenizer, config.data, "evaluation")
-    by_id = {e.id: e for examples in stages for e in examples}
-    buffer = None
-    if config.replay.capacity:
-        buffer = (ReplayBuffer.from_state(caller["replay"], by_id) if caller.get("replay") else
-                  ReplayBuffer(config.replay.capacity, config.replay.policy, config.seed))
-
-    def scorer() -> ModelScorer:
-        return ModelScorer(learner.model(state), batch_size=config.coreset.batch_size)
-
-    metrics: dict[str, float] = {}
-    with MetricsWriter(workdir) as writer:
-        for k in range(caller.get("stage", 0), len(stages)):
-            resuming = caller.get("stage") == k
-            if resuming and caller.get("coreset") is not None:
-                selected = [by_id[i] for i in caller["coreset"]]
-            else:
-                coreset = coreset_config(config, k)
-                selected, report = select_coreset(stages[k], coreset,
-                                                  scorer() if coreset.uses_model else None)
-                say(f"stage {k} coreset: {report}")
-            pipeline = SFTPipeline(selected, pipeline_config(config, k, tokenizer.pad_id),
-                                   replay=buffer.items if buffer else ())
-            say(f"stage {k} pipeline: {pipeline.summary()}")
-            iterator = iter(pipeline)
-            if resuming and caller.get("data") is not None:
-                iterator.set_state(caller["data"])
-            seen = caller.get("examples_seen", 0) if resuming else 0
-            for s in range(caller.get("stage_step", 0) if resuming else 0, config.train.steps):
-                batch = next(iterator)
-                start = time.perf_counter()
-                state, step_metrics = learner.update(state, TrajectoryBatch(sequences=TokenSequences(
-                    tokens=batch["tokens"], positions=batch["positions"],
-                    segment_ids=batch["segment_ids"], loss_mask=batch["loss_mask"])))
-                seen += segment_counts(batch)["examples"] * jax.process_count()
-                step = int(state.step)
-                if (s + 1) % config.train.log_every == 0 or s + 1 == config.train.steps:
-                    metrics = {**step_metrics, **data_metrics(batch, seen, len(selected), k),
-                               "step_wall_s": time.perf_counter() - start}
-                    writer.write(step, metrics)
-                    say(f"step {step}: loss {metrics.get('loss', float('nan')):.4f}, "
-                        f"{metrics.get('tokens_per_s', 0):.0f} tokens/s, epoch "
-                        f"{metrics['data/epoch']:.2f} of stage {k}")
-                if evaluation and config.train.eval_every and step % config.train.eval_every == 0:
-                    writer.write(step, {"eval/loss": eval_loss(scorer(), evaluation)})
-                last = s + 1 == config.train.steps
-                caller = {"stage": k + 1 if last else k, "stage_step": 0 if last else s + 1,
-                          "data": None if last else iterator.get_state(),
-                          "coreset": None if last else [e.id for e in selected],
-                          "examples_seen": 0 if last else seen}
-                if last and buffer is not None:
-                    buffer.add(selected)
-                caller["replay"] = buffer.state_dict() if buffer else None
-                if last or step % config.train.checkpoint_every == 0:
-                    checkpoints.save(step, state, caller_state=caller)
-        if evaluation:
-            metrics["eval/loss"] = eval_loss(scorer(), evaluation)
-            writer.write(int(state.step), {"eval/loss": metrics["eval/loss"]})
-            say(f"evaluation loss {metrics['eval/loss']:.4f} on {len(evaluation)} dialogs")
-    checkpoints.wait()
-    checkpoints.close()
-    if config.train.save_model and jax.process_index() == 0:
-        save_hf_checkpoint(learner.model(state), workdir / "model", tokenizer=tokenizer)
-    return metrics
+    return SFTRun(config, workdir).run()
 
 
 def data_metrics(batch: dict[str, np.ndarray], seen: int, size: int, stage: int
@@ -198,4 +233,3 @@ def eval_loss(scorer: ModelScorer, examples: list[Example]) -> float:
     scores = scorer(examples)
     weights = np.array([max(e.num_trained - int(e.loss_mask[0]), 1) for e in examples])
     return float((scores.losses * weights).sum() / weights.sum())
-

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 
-from seetjax.data.dialogs import Dialog
+from seetjax.data.dialogs import Dialog, listing
 from seetjax.envs.base import StepCode
 from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig, load_split
 from seetjax.envs.bfcl_data import CATEGORIES, BfclTask
@@ -53,9 +53,8 @@ class ConversionReport:
     failed: dict[str, str]
 
     def __str__(self) -> str:
-        lines = [f"{self.converted} dialogs converted, {len(self.failed)} tasks left out"]
-        lines += [f"  {task_id}: {why}" for task_id, why in sorted(self.failed.items())]
-        return "\n".join(lines)
+        return (f"{self.converted} dialogs converted, {len(self.failed)} tasks left out"
+                + listing(self.failed))
 
 
 class ReplayFailure(Exception):

@@ -258,3 +258,10 @@ def type_counts(dialogs: Iterable[Dialog]) -> dict[str, int]:
     for d in dialogs:
         counts[d.task_type] += 1
     return counts
+
+
+def listing(reasons: dict[str, str], limit: int = 10) -> str:
+    """The first `limit` (id: reason) lines, and how many more there are."""
+    lines = [f"\n  {i}: {why}" for i, why in sorted(reasons.items())[:limit]]
+    more = len(reasons) - limit
+    return "".join(lines) + (f"\n  ... and {more} more" if more > 0 else "")

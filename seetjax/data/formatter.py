@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from seetjax.data.dialogs import Dialog, check_unique_ids, lexical_diversity
+from seetjax.data.dialogs import Dialog, check_unique_ids, lexical_diversity, listing
 from seetjax.models.tokenizer import Tokenizer
 
 
@@ -51,8 +51,7 @@ class FormatReport:
 
     def __str__(self) -> str:
         return (f"{self.formatted} dialogs formatted ({len(self.truncated)} truncated), "
-                f"{len(self.dropped)} left out" + "".join(
-                    f"\n  {i}: {why}" for i, why in sorted(self.dropped.items())))
+                f"{len(self.dropped)} left out" + listing(self.dropped))
 
 
 def format_dialog(dialog: Dialog, tokenizer: Tokenizer, max_len: int | None = None,
