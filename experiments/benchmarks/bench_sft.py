@@ -1,0 +1,156 @@
+"""SFT throughput on real agent dialogs: seetjax (packed and padded rows) vs a PyTorch SFT step.
+
+The embedded model and tokenizer, BFCL train dialogs (compact prompts, ground truth replayed for
+real tool results) formatted to at most --length tokens. seetjax trains on the SFT pipeline's
+batches of static shape [rows, length]: packed (several dialogs per row, segment-masked attention)
+and padded (one dialog per row). The PyTorch peer (transformers Qwen2, masked cross-entropy,
+global-norm clipping, AdamW: what TRL's SFT trainer does per step) trains on the padded batches'
+dialogs, each batch padded only to its longest dialog (dynamic padding, as collators do). Rounds
+alternate between the three so machine load hits all alike; throughput is dialog tokens (padding
+excluded) per second over all rounds. The first padded update's loss is compared with PyTorch's
+on the same batch and weights as a check that both compute the same objective.
+
+    python experiments/benchmarks/bench_sft.py [--rows 4 --length 2048 --rounds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+import time
+
+import jax
+import numpy as np
+
+from seetjax.batch import TokenSequences, TrajectoryBatch
+from seetjax.data.bfcl_dialogs import bfcl_dialogs
+from seetjax.data.formatter import format_dialogs
+from seetjax.data.pipeline import PipelineConfig, SFTPipeline
+from seetjax.learner import create_learner, learner_config
+from seetjax.models.embedded import embedded_model_dir
+from seetjax.models.hf import load_hf_checkpoint
+from seetjax.models.tokenizer import Tokenizer
+
+sys.path.insert(0, os.path.dirname(__file__))
+from report import add_row, cpu_machine  # noqa: E402
+
+TITLE = "SFT: agent dialogs, seetjax packed / padded vs PyTorch (bench_sft.py)"
+COLUMNS = ["date", "machine", "setting", "seetjax packed tok/s", "seetjax padded tok/s",
+           "pytorch tok/s", "packed / pytorch", "row fill packed / padded",
+           "first-update loss difference"]
+LR, MAX_NORM = 1e-4, 1.0
+
+
+def batches(examples, rows: int, length: int, packing: bool, count: int, pad_id: int) -> list:
+    config = PipelineConfig(seq_len=length, batch_size=rows, packing=packing, pad_id=pad_id)
+    iterator = iter(SFTPipeline(examples, config, process_index=0, process_count=1))
+    return [next(iterator) for _ in range(count)]
+
+
+def seetjax_update(model, data: list):
+    learner, state = create_learner(model, learner_config(
+        {"algorithm": "sft", "optimizer": {"learning_rate": LR, "max_grad_norm": MAX_NORM}}),
+        mesh=None)
+    box = {"state": state}
+
+    def run(i: int) -> dict:
+        b = data[i]
+        seqs = TokenSequences(tokens=b["tokens"], positions=b["positions"],
+                              segment_ids=b["segment_ids"], loss_mask=b["loss_mask"])
+        box["state"], metrics = learner.update(box["state"], TrajectoryBatch(sequences=seqs))
+        return metrics
+
+    return run
+
+
+def torch_update(hf_dir: str, padded: list, pad_id: int):
+    import torch
+    import transformers
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8,
+                                  weight_decay=0.0)
+    data = []
+    for b in padded:  # the same dialogs, each batch padded to its longest only
+        width = int((b["segment_ids"] > 0).sum(1).max())
+        data.append(tuple(torch.from_numpy(np.ascontiguousarray(x[:, :width])) for x in (
+            b["tokens"], (b["segment_ids"] > 0).astype(np.int64), b["loss_mask"])))
+
+    def run(i: int) -> dict:
+        tokens, attention, mask = data[i]
+        logits = model(input_ids=tokens.long(), attention_mask=attention).logits[:, :-1].float()
+        nll = torch.logsumexp(logits, -1) - logits.gather(-1, tokens[:, 1:, None].long())[..., 0]
+        loss = (nll * mask[:, 1:]).sum() / mask[:, 1:].sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
+        optimizer.step()
+        return {"loss": loss.item()}
+
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=4)
+    parser.add_argument("--length", type=int, default=2048)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--no-torch", action="store_true")
+    parser.add_argument("--no-record", action="store_true", help="print only")
+    args = parser.parse_args()
+
+    path = embedded_model_dir()
+    tokenizer = Tokenizer.from_pretrained(path)
+    dialogs, _ = bfcl_dialogs("train", prompt_style="compact")
+    examples, report = format_dialogs(dialogs, tokenizer, args.length, truncate=True)
+    start = time.perf_counter()
+    count = args.rounds + 1
+    packed = batches(examples, args.rows, args.length, True, count, tokenizer.pad_id)
+    padded = batches(examples, args.rows, args.length, False, count, tokenizer.pad_id)
+    pipeline_ms = (time.perf_counter() - start) / (2 * count) * 1e3
+    print(f"{report.formatted} dialogs ({len(report.truncated)} truncated to {args.length}); "
+          f"the pipeline makes a batch in {pipeline_ms:.1f} ms")
+    runners = {"packed": seetjax_update(load_hf_checkpoint(path), packed),
+               "padded": seetjax_update(load_hf_checkpoint(path), padded)}
+    data = {"packed": packed, "padded": padded}
+    if not args.no_torch:
+        runners["pytorch"] = torch_update(str(path), padded, tokenizer.pad_id)
+        data["pytorch"] = padded
+    # First updates (compilation / warm-up) on batch 0, the loss check on the padded batch.
+    first = {name: run(0)["loss"] for name, run in runners.items()}
+    difference = abs(first["padded"] - first["pytorch"]) if "pytorch" in first else None
+    print("first update loss: " + ", ".join(f"{k} {v:.6f}" for k, v in first.items()))
+    seconds = dict.fromkeys(runners, 0.0)
+    tokens = dict.fromkeys(runners, 0)
+    for i in range(1, count):
+        for name, run in runners.items():
+            start = time.perf_counter()
+            run(i)
+            seconds[name] += time.perf_counter() - start
+            tokens[name] += int((data[name][i]["segment_ids"] > 0).sum())
+    rate = {name: tokens[name] / seconds[name] for name in runners}
+    fill = {name: float(np.mean([(b["segment_ids"] > 0).mean() for b in data[name][1:]]))
+            for name in ("packed", "padded")}
+    for name in runners:
+        print(f"{name}: {rate[name]:,.0f} dialog tokens/s")
+    row = [datetime.date.today().isoformat(), cpu_machine(),
+           f"embedded tiny Qwen2 f32, BFCL compact dialogs, {args.rows} x {args.length}, "
+           f"{args.rounds} alternating rounds, load {os.getloadavg()[0]:.1f}",
+           f"{rate['packed']:,.0f}", f"{rate['padded']:,.0f}", "-", "-",
+           f"{fill['packed']:.0%} / {fill['padded']:.0%}", "-"]
+    if "pytorch" in rate:
+        row[5:7] = [f"{rate['pytorch']:,.0f}", f"{rate['packed'] / rate['pytorch']:.2f}x"]
+        row[8] = f"{difference:.1e}"
+        print(f"seetjax packed / pytorch = {rate['packed'] / rate['pytorch']:.2f}x; first-update "
+              f"loss difference {difference:.1e}")
+    if jax.devices()[0].platform != "cpu":
+        row[1] = jax.devices()[0].device_kind
+    if not args.no_record:
+        add_row(TITLE, COLUMNS, row)
+
+
+if __name__ == "__main__":
+    main()
