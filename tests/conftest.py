@@ -56,6 +56,12 @@ def embedded_dir():
 
 
 @pytest.fixture(scope="session")
+def tokenizer(embedded_dir):
+    from seetjax.models.tokenizer import Tokenizer
+    return Tokenizer.from_pretrained(embedded_dir)
+
+
+@pytest.fixture(scope="session")
 def padded_batch():
     """Token ids [3, 12] with left padding, right padding and no padding, and their mask."""
     rng = np.random.RandomState(0)

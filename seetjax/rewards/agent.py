@@ -61,9 +61,9 @@ def agent_reward(trace: EpisodeTrace, config: AgentRewardConfig | None = None) -
     config = config or AgentRewardConfig()
     components = {
         "completion": _completion(trace, config.completion_mode),
-        "tool_accuracy": _tool_f1(trace),
-        "efficiency": _efficiency(trace),
-        "timing": _timing(trace),
+        "tool_accuracy": tool_f1(trace),
+        "efficiency": efficiency(trace),
+        "timing": timing(trace),
         "format": _format(trace),
     }
     penalties = {
@@ -93,7 +93,8 @@ def _completion(trace: EpisodeTrace, mode: str) -> float:
     return float(first_failure(verdicts, trace.num_turns) is None)
 
 
-def _tool_f1(trace: EpisodeTrace) -> float:
+def tool_f1(trace: EpisodeTrace) -> float:
+    """F1 of the tool names called against the ground truth's (multisets per turn, pooled)."""
     hits = predicted = target = 0
     for calls, expected in zip(trace.calls_per_turn(), trace.ground_truth):
         made, wanted = Counter(c.name for c in calls), Counter(c.name for c in expected)
@@ -108,13 +109,15 @@ def _tool_f1(trace: EpisodeTrace) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def _efficiency(trace: EpisodeTrace) -> float:
+def efficiency(trace: EpisodeTrace) -> float:
+    """Ground-truth calls / calls made, capped at 1."""
     made = sum(len(calls) for calls in trace.calls_per_turn())
     optimal = sum(len(calls) for calls in trace.ground_truth)
     return 1.0 if made <= optimal else optimal / made
 
 
-def _timing(trace: EpisodeTrace) -> float:
+def timing(trace: EpisodeTrace) -> float:
+    """Share of reached turns where the model called tools exactly when the ground truth does."""
     reached = sorted({step.turn for step in trace.steps})
     if not reached:
         return 0.0

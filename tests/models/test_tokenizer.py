@@ -23,11 +23,6 @@ CONVERSATION = [
 ]
 
 
-@pytest.fixture(scope="module")
-def tokenizer(embedded_dir):
-    return Tokenizer.from_pretrained(embedded_dir)
-
-
 def test_chat_template_renders_every_role(tokenizer):
     text = tokenizer.chat_text(CONVERSATION, tools=TOOLS)
     assert text.startswith("<|im_start|>system\nYou are a careful agent.\n\n")

@@ -4,14 +4,8 @@ import pytest
 
 from seetjax.envs.bfcl import BfclEnvConfig
 from seetjax.envs.bfcl_data import load_tasks
-from seetjax.models.tokenizer import Tokenizer
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
-
-
-@pytest.fixture(scope="session")
-def tokenizer(embedded_dir):
-    return Tokenizer.from_pretrained(embedded_dir)
 
 
 @pytest.fixture(scope="session")

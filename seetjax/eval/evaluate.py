@@ -1,0 +1,91 @@
+"""BFCL multi-turn evaluation of a policy: accuracy per category in the leaderboard's form, the
+overall score (unweighted mean of the four categories), and the agent metrics.
+
+Episodes run in the standard environment with no retries, no hints and no interception (SEET's
+stage 4); the policy decides the decoding (greedy by default in `launch/evaluate.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from seetjax.envs.bfcl import load_split
+from seetjax.envs.bfcl_data import CATEGORIES, BfclTask
+from seetjax.eval.agent_metrics import AgentMetrics, agent_metrics
+from seetjax.eval.bfcl_checker import BfclReport, EntryResult, entry_result, summarize
+from seetjax.rollout.episode import Episode
+from seetjax.rollout.loop import Policy, Rollout
+from seetjax.seet.config import StageConfig
+
+EVAL_STAGE = StageConfig(stage=4, env_mode="standard", retry_budget=0, retry_probability_start=0.0,
+                         retry_probability_end=0.0, counterfactual=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitReport:
+    split: str
+    bfcl: BfclReport
+    agent: AgentMetrics
+    entries: tuple[EntryResult, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        b = self.bfcl
+        return {"split": self.split, "overall": b.overall, "complete": b.complete,
+                "accuracy": b.accuracy, "correct": b.correct, "total": b.total,
+                "turn_pass_rate": b.turn_pass_rate, "agent": self.agent.as_dict(),
+                "entries": [{"id": e.task_id, "valid": e.valid, "error_type": e.error_type}
+                            for e in self.entries]}
+
+
+def split_tasks(split: str, categories: Sequence[str] = CATEGORIES,
+                per_category: int | None = None) -> list[BfclTask]:
+    """The split's tasks, at most `per_category` of each category (None: all)."""
+    tasks = load_split(split, categories)
+    if per_category is None:
+        return tasks
+    return [t for c in categories for t in [t for t in tasks if t.category == c][:per_category]]
+
+
+def evaluate_tasks(rollout: Rollout, policy: Policy, tasks: Sequence[BfclTask], split: str,
+                   stage: StageConfig = EVAL_STAGE) -> SplitReport:
+    """One episode per task (the rollout's group size should be 1)."""
+    episodes = rollout.episodes(tasks, stage, progress=1.0, seed=0)
+    rollout.play(episodes, policy)
+    return report(split, episodes)
+
+
+def report(split: str, episodes: Sequence[Episode]) -> SplitReport:
+    """The report of finished episodes."""
+    traces = [e.env.trace() for e in episodes]
+    # A turn the episode never reached (cut by a token cap) fails the entry.
+    results = [entry_result(e.task, trace.verdicts) for e, trace in zip(episodes, traces)]
+    return SplitReport(split, summarize(results), agent_metrics(traces, results), tuple(results))
+
+
+def markdown(reports: Sequence[SplitReport]) -> str:
+    """The leaderboard table (accuracy in %) and the agent metrics, one row per split."""
+    lines = ["| split | overall | " + " | ".join(CATEGORIES) + " | entries |",
+             "|---|---|" + "---|" * len(CATEGORIES) + "---|"]
+    for r in reports:
+        cells = [f"{100 * r.bfcl.accuracy[c]:.1f}" if c in r.bfcl.accuracy else "-"
+                 for c in CATEGORIES]
+        lines.append(f"| {r.split} | {100 * r.bfcl.overall:.1f} | " + " | ".join(cells)
+                     + f" | {sum(r.bfcl.total.values())} |")
+    names = list(AgentMetrics.__dataclass_fields__)
+    lines += ["", "| split | " + " | ".join(n.replace("_", " ") for n in names) + " |",
+              "|---|" + "---|" * len(names)]
+    for r in reports:
+        values = r.agent.as_dict()
+        lines.append(f"| {r.split} | " + " | ".join(f"{values[n]:.3f}" for n in names) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_reports(reports: Sequence[SplitReport], stem: str) -> None:
+    """`stem`.md and `stem`.json."""
+    with open(f"{stem}.md", "w") as f:
+        f.write(markdown(reports))
+    with open(f"{stem}.json", "w") as f:
+        json.dump([r.to_json() for r in reports], f, indent=2)

@@ -1,0 +1,45 @@
+"""Evaluation reports: BFCL accuracy per category and agent metrics from real episodes."""
+
+import json
+
+from seetjax.envs.bfcl import BfclEnvConfig
+from seetjax.eval.evaluate import EVAL_STAGE, markdown, report, split_tasks, write_reports
+from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
+
+
+def ground_truth_policy(tokenizer, episodes, skip_category=None):
+    """Replays each task's ground truth, turn by turn; fails one category on purpose."""
+    sent = set()
+
+    def respond(row):
+        e = episodes[row]
+        turn = e.env.turn
+        calls = e.task.ground_truth[turn]
+        if (row, turn) in sent or not calls or e.task.category == skip_category:
+            return "Done."
+        sent.add((row, turn))
+        return "[" + ", ".join(c.to_python() for c in calls) + "]"
+
+    return ScriptedPolicy(tokenizer, respond)
+
+
+def test_report_from_ground_truth_replays(tokenizer, tmp_path):
+    tasks = split_tasks("test", per_category=2)
+    assert [t.category for t in tasks] == ["base"] * 2 + ["miss_func"] * 2 + [
+        "miss_param"] * 2 + ["long_context"] * 2
+    rollout = Rollout(tokenizer, RolloutConfig(group_size=1,
+                                               env=BfclEnvConfig(prompt_style="compact",
+                                                                 enforce_held_out=False)))
+    episodes = rollout.episodes(tasks, EVAL_STAGE, progress=1.0, seed=0)
+    rollout.play(episodes, ground_truth_policy(tokenizer, episodes, "miss_param"))
+    result = report("test", episodes)
+    assert result.bfcl.accuracy["base"] == 1.0 and result.bfcl.accuracy["long_context"] == 1.0
+    assert result.bfcl.accuracy["miss_param"] < 1.0
+    assert result.bfcl.overall == sum(result.bfcl.accuracy.values()) / 4
+    assert result.agent.end_to_end_success == sum(e.valid for e in result.entries) / 8
+    assert 0 < result.agent.plan_success < 1 and result.agent.step_efficiency == 1.0
+    table = markdown([result])
+    assert "| test | " in table and "tool selection accuracy" in table
+    write_reports([result], str(tmp_path / "eval"))
+    saved = json.loads((tmp_path / "eval.json").read_text())
+    assert saved[0]["accuracy"]["base"] == 1.0 and len(saved[0]["entries"]) == 8
