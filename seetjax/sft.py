@@ -149,7 +149,7 @@ class SFTRun:
                     f"{len(self.evaluation)} dialogs")
         self.checkpoints.wait()
         self.checkpoints.close()
-        if self.config.train.save_model and jax.process_index() == 0:
+        if self.config.train.save_model:  # every process: it gathers shards, process 0 writes
             save_hf_checkpoint(self.learner.model(self.state), self.workdir / "model",
                                tokenizer=self.tokenizer)
         return metrics
@@ -159,6 +159,7 @@ class SFTRun:
         resuming = caller["stage"] == k and caller.get("coreset") is not None
         if resuming:
             selected = [self.by_id[i] for i in caller["coreset"]]
+            self.report[f"stage {k}"]["coreset"] = f"{len(selected)} ids from the checkpoint"
         else:
             coreset = coreset_config(cfg, k)
             selected, chosen = select_coreset(self.stages[k], coreset,
