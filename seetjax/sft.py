@@ -90,11 +90,31 @@ def coreset_config(config: ml_collections.ConfigDict, stage: int) -> CoresetConf
                          seed=config.seed + stage)
 
 
+def validate(config: ml_collections.ConfigDict) -> None:
+    """Fails on a bad setting, naming it, before any model is loaded or data converted."""
+    data = config.data
+    if data.source not in ("bfcl", "jsonl"):
+        raise ValueError(f"config.data.source={data.source!r}: 'bfcl' or 'jsonl'")
+    if data.max_len > data.seq_len:
+        raise ValueError(f"config.data.max_len={data.max_len} > seq_len={data.seq_len}: a "
+                         "dialog must fit in a row")
+    stage_groups(data)
+    pipeline_config(config, 0, 0)
+    coreset_config(config, 0)
+    if config.replay.capacity:
+        ReplayBuffer(config.replay.capacity, config.replay.policy)
+    learner_config(config.learner.to_dict())
+    for name in ("steps", "log_every", "checkpoint_every", "keep_checkpoints"):
+        if config.train[name] < 1:
+            raise ValueError(f"config.train.{name}={config.train[name]}: must be >= 1")
+
+
 class SFTRun:
     """One SFT run in a workdir: the model, the learner, the data of every stage (see the module
     docstring). `run()` trains from wherever the workdir's last checkpoint left off."""
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: str | os.PathLike):
+        validate(config)
         self.config, self.workdir = config, Path(workdir)
         path = config.model.path or embedded_model_dir()
         model = load_hf_checkpoint(path, dtype=config.model.dtype,
