@@ -101,6 +101,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
     stage_groups(data)
     pipeline_config(config, 0, 0)
     coreset_config(config, 0)
+    if not 0.0 <= config.replay.ratio < 1.0:
+        raise ValueError(f"config.replay.ratio={config.replay.ratio}: must be in [0, 1)")
     if config.replay.capacity:
         ReplayBuffer(config.replay.capacity, config.replay.policy)
     learner_config(config.learner.to_dict())

@@ -16,7 +16,7 @@ from seetjax.sft import stage_groups, validate  # noqa: E402
     ("coreset.strategy", "best", "strategy='best'"),
     ("coreset.strategy", "random", "exactly one of size"),
     ("replay.capacity", -1, "capacity=-1"),
-    ("replay.ratio", 1.0, "replay_ratio=1.0"),
+    ("replay.ratio", 1.0, "config.replay.ratio=1.0"),
     ("learner.algorithm", "magic", "learner.algorithm='magic'"),
     ("train.steps", 0, "config.train.steps=0"),
 ])
