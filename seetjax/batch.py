@@ -120,7 +120,7 @@ class TrajectoryBatch:
 
 def row_mask(sequences: TokenSequences) -> Array:
     """[N] f32: 1.0 for rows holding at least one real token."""
-    return jnp.any(sequences.segment_ids != 0, axis=1).astype(jnp.float32)
+    return jnp.any(sequences.segment_ids != 0, axis=-1).astype(jnp.float32)
 
 
 def target_mask(sequences: TokenSequences) -> Array:
