@@ -63,7 +63,7 @@ class Checkpointer:
         options = ocp.CheckpointManagerOptions(
             preservation_policy=checkpoint_managers.AnyPreservationPolicy(policies),
             best_fn=best_fn, best_mode=best_mode, enable_async_checkpointing=async_save,
-            create=True)
+            create=True, cleanup_tmp_directories=True)  # leftovers of a killed run
         self._manager = ocp.CheckpointManager(os.fspath(directory), options=options)
 
     def save(self, step: int, state: TrainState, *, caller_state: dict | None = None,

@@ -72,6 +72,16 @@ def preference_pairs(rng: np.random.RandomState, count: int, length: int) -> Pre
                            weights=weights)
 
 
+# The objective the layout tests compare across devices and processes: a policy loss with the KL
+# to an in-step reference, plus the counterfactual term with its preference part.
+PARITY_CONFIG = {"algorithm": "grpo", "micro_batches": 2, "counterfactual_weight": 0.5,
+                 "counterfactual": {"preference_weight": 1.0}}
+
+
+def parity_batch() -> TrajectoryBatch:
+    return rl_batch(seed=11, rows=16, pairs=16)
+
+
 def flat_arrays(tree) -> dict[str, np.ndarray]:
     """Path -> numpy array of every leaf (comparisons across runs and processes)."""
     import jax
