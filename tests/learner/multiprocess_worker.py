@@ -27,7 +27,8 @@ def main() -> None:
     jax.distributed.initialize(f"127.0.0.1:{args.port}", num_processes=2, process_id=args.process)
     assert jax.device_count() == 4 and jax.local_device_count() == 2
     # data=2 across the processes, fsdp=2 within each: parameters sharded, rows split 4 ways
-    learner, state = create_learner(tiny_model(), learner_config(PARITY_CONFIG), mesh=make_mesh(2, 2, 1))
+    learner, state = create_learner(tiny_model(num_layers=1), learner_config(PARITY_CONFIG),
+                                    mesh=make_mesh(2, 2, 1))
     half = jax.tree.map(lambda x: x[8 * args.process: 8 * (args.process + 1)],
                         parity_batch())
     grads, metrics = learner.gradients(state, half)

@@ -30,7 +30,7 @@ def test_two_processes_match_one_device(tmp_path):
                                str(port), "--out", str(out)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=os.environ.copy())
              for i in range(2)]
-    learner, state = create_learner(tiny_model(), learner_config(PARITY_CONFIG),
+    learner, state = create_learner(tiny_model(num_layers=1), learner_config(PARITY_CONFIG),
                                     mesh=make_mesh(1, 1, 1, jax.devices()[:1]))
     grads, metrics = learner.gradients(state, parity_batch())
     expected = flat_arrays(grads)

@@ -23,5 +23,3 @@ def test_layouts_match_one_device():
         assert r["loss"] <= TOL and r["grad"] <= TOL, (name, r)
     assert report["data=8"]["sharded_params"] == 0  # pure data parallelism replicates params
     assert all(report[n]["sharded_params"] > 0 for n in ("fsdp=8", "tensor=8", "2x2x2"))
-    mixed = report["2x2x2"]
-    assert mixed["compiles"] == 1 and mixed["updates"] == 2 and mixed["step_loss"] <= TOL

@@ -3,10 +3,12 @@
 import jax
 import numpy as np
 import pytest
+from flax import nnx
 from learner_testlib import flat_arrays, rl_batch, tiny_model
 
 from seetjax.batch import target_mask
 from seetjax.learner import create_learner, learner_config
+from seetjax.models.transformer import Transformer
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +106,17 @@ def test_batch_validation_names_the_missing_field(model):
     with pytest.raises(ValueError, match="multiple of 2"):
         create_learner(model, learner_config({"algorithm": "grpo", "micro_batches": 2}))[0].step(
             state, rl_batch(rows=15))
+
+
+def test_bf16_compute_with_f32_parameters(model):
+    """Mixed precision: bf16 activations and matmuls, f32 parameters, optimizer and loss."""
+    abstract = nnx.eval_shape(lambda: Transformer(model.config.replace(dtype="bfloat16"),
+                                                  rngs=nnx.Rngs(0)))
+    nnx.update(abstract, nnx.state(model))
+    losses = []
+    for m in (model, abstract):
+        learner, state = create_learner(m, learner_config({"algorithm": "sft"}))
+        state, metrics = learner.update(state, rl_batch(seed=6))
+        losses.append(metrics["loss"])
+        assert all(x.dtype == np.float32 for x in jax.tree.leaves(state.params))
+    np.testing.assert_allclose(losses[1], losses[0], rtol=2e-2)
