@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 
 import jax
-import jax.numpy as jnp
 
 from seetjax.losses.aggregation import AGGREGATIONS, Denominators, aggregate, masked_mean
 from seetjax.losses.registry import check, register
