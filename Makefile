@@ -4,7 +4,9 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt
+# --no-warn-conflicts: pip would otherwise list bfcl-eval's unmet pins (below) after every install.
+PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check --no-warn-conflicts \
+          -c constraints.txt
 
 # bfcl-eval supplies BFCL's data files and executable API classes. Its metadata pins an old numpy
 # and a dozen hosted-model API clients that we never import, so it is installed without
@@ -32,6 +34,7 @@ demo: install
 	$(BIN)/python launch/sample.py --config=configs/tiny.py
 
 test: install-test
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n auto tests
 
 bench: install-test

@@ -33,6 +33,7 @@ setup(
             "pytest>=8",
             "pytest-xdist>=3.5",
             "hypothesis>=6.100",
+            "ruff>=0.17,<0.18",
             "torch==2.13.0",
         ],
     },

@@ -1,3 +1,3 @@
-"""seetjax: training tool-calling LLM agents with SEET (Self-Play with Environment Tuning) in JAX."""
+"""seetjax: tool-calling LLM agents trained with SEET (Self-Play with Environment Tuning)."""
 
 __version__ = "0.1.0"

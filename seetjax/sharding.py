@@ -70,6 +70,20 @@ def logical_to_spec(axes: Sequence[str | None], shape: Sequence[int], mesh: Mesh
     return PartitionSpec(*spec)
 
 
+def named(mesh: Mesh, axes: Sequence[str | None], shape: Sequence[int],
+          rules: Sequence[tuple[str, Sequence[str]]] = DEFAULT_RULES) -> NamedSharding:
+    """NamedSharding of an array of `shape` with logical `axes` on `mesh`."""
+    return NamedSharding(mesh, logical_to_spec(axes, shape, mesh, rules))
+
+
+def batch_multiple(mesh: Mesh | None,
+                   rules: Sequence[tuple[str, Sequence[str]]] = DEFAULT_RULES) -> int:
+    """How many ways the batch axis is split on `mesh` (1 without a mesh)."""
+    if mesh is None:
+        return 1
+    return int(np.prod([mesh.shape[a] for a in dict(rules)["batch"]]))
+
+
 def _is_variable(x: Any) -> bool:
     return isinstance(x, nnx.Variable)
 
@@ -91,11 +105,3 @@ def shard_state(state: Any, mesh: Mesh,
                 rules: Sequence[tuple[str, Sequence[str]]] = DEFAULT_RULES) -> Any:
     """Places every array of `state` on `mesh` according to its logical axes."""
     return jax.device_put(state, state_shardings(state, mesh, rules))
-
-
-def batch_sharding(mesh: Mesh, ndim: int,
-                   rules: Sequence[tuple[str, Sequence[str]]] = DEFAULT_RULES) -> NamedSharding:
-    """Sharding of a [batch, ...] array: leading axis over the batch mesh axes, rest replicated."""
-    batch_axes = tuple(a for a in dict(rules)["batch"] if mesh.shape[a] > 1)
-    lead = batch_axes[0] if len(batch_axes) == 1 else (batch_axes or None)
-    return NamedSharding(mesh, PartitionSpec(lead, *([None] * (ndim - 1))))

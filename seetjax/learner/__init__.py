@@ -1,7 +1,6 @@
 """The jitted, sharded, checkpointed learner: train state, optimizer, update step, checkpoints."""
 
-from seetjax.learner.config import (ALGORITHMS, LearnerConfig, LossTerm, OptimizerConfig,
-                                    learner_config)
+from seetjax.learner.config import ALGORITHMS, LearnerConfig, LossTerm, OptimizerConfig, learner_config
 from seetjax.learner.learner import Learner, create_learner, validate_batch
 from seetjax.learner.state import TrainState
 

@@ -15,7 +15,6 @@ import time
 from typing import Any
 
 import jax
-import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
@@ -78,8 +77,8 @@ class Learner:
     @property
     def batch_divisor(self) -> int:
         """Global rows must be a multiple of this: chunks (mini x micro) times the batch devices."""
-        batch_devices = int(np.prod([self.mesh.shape[a] for a in ("data", "fsdp")]))
-        return self.config.mini_batches * self.config.micro_batches * batch_devices
+        return (self.config.mini_batches * self.config.micro_batches
+                * sharding.batch_multiple(self.mesh, self.rules))
 
     def place(self, batch: Any) -> Any:
         """Global arrays, rows over the batch axes, from this process's rows."""

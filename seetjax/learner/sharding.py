@@ -58,14 +58,21 @@ def tree_shardings(tree: Any, mesh: Mesh, rules: Rules) -> Any:
     return jax.tree.map(one, tree, is_leaf=lambda x: isinstance(x, nnx.State))
 
 
-def batch_shardings(batch: Any, mesh: Mesh, rules: Rules = sharding.DEFAULT_RULES) -> Any:
-    """Rows of every array of `batch` over the batch mesh axes."""
-    return jax.tree.map(lambda x: sharding.batch_sharding(mesh, np.ndim(x), rules), batch)
+def batch_shardings(batch: Any, mesh: Mesh, rules: Rules = sharding.DEFAULT_RULES,
+                    rows_scale: int = 1) -> Any:
+    """Rows of every array of `batch` over the batch mesh axes (`rows_scale`: global rows per
+    row of `batch`, the process count when `batch` holds one process's rows)."""
+
+    def one(x: Any) -> NamedSharding:
+        shape = (np.shape(x)[0] * rows_scale, *np.shape(x)[1:])
+        return sharding.named(mesh, ("batch",) + (None,) * (len(shape) - 1), shape, rules)
+
+    return jax.tree.map(one, batch)
 
 
 def global_batch(local: Any, mesh: Mesh, rules: Rules = sharding.DEFAULT_RULES) -> Any:
     """The global batch from this process's rows (numpy or jax arrays, host-local). With one
     process, the rows are the whole batch."""
-    shardings = batch_shardings(local, mesh, rules)
+    shardings = batch_shardings(local, mesh, rules, rows_scale=jax.process_count())
     return jax.tree.map(lambda x, s: jax.make_array_from_process_local_data(s, np.asarray(x)),
                         local, shardings)

@@ -20,13 +20,12 @@ import jax
 import jax.numpy as jnp
 import optax
 from flax import nnx
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh
 
 from seetjax import sharding
 from seetjax.batch import TrajectoryBatch
 from seetjax.learner.config import LearnerConfig
-from seetjax.learner.objective import (Model, Totals, batch_totals, flop_tokens,
-                                       micro_objective, prepare)
+from seetjax.learner.objective import Model, Totals, batch_totals, flop_tokens, micro_objective, prepare
 from seetjax.learner.state import TrainState
 
 Array = jax.Array
@@ -36,16 +35,16 @@ class RowChunks:
     """Strided splitting of row-major pytrees into chunks that stay spread over the batch axes."""
 
     def __init__(self, mesh: Mesh, rules):
-        self.mesh = mesh
-        self.row_axes = sharding.batch_sharding(mesh, 1, rules).spec[0]
+        self.mesh, self.rules = mesh, rules
 
     def split(self, tree: Any, n: int) -> Any:
         """[B, ...] -> [n, B / n, ...] with chunk c holding rows c, c + n, c + 2n, ..."""
 
         def one(x: Array) -> Array:
             chunks = x.reshape(x.shape[0] // n, n, *x.shape[1:]).swapaxes(0, 1)
-            spec = PartitionSpec(None, self.row_axes, *([None] * (x.ndim - 1)))
-            return jax.lax.with_sharding_constraint(chunks, NamedSharding(self.mesh, spec))
+            axes = (None, "batch") + (None,) * (x.ndim - 1)
+            return jax.lax.with_sharding_constraint(
+                chunks, sharding.named(self.mesh, axes, chunks.shape, self.rules))
 
         return jax.tree.map(one, tree)
 

@@ -8,8 +8,7 @@ Losses: "sft", "policy_gradient" (PPO/GRPO/DAPO/GSPO/REINFORCE/RLOO surrogate, K
 from seetjax.losses import advantages, counterfactual, dpo, policy_gradient, sft, value
 from seetjax.losses.aggregation import AGGREGATIONS, Denominators, aggregate, masked_mean
 from seetjax.losses.kl import KL_ESTIMATORS, kl_estimate
-from seetjax.losses.logprobs import (TokenStats, chunked_token_stats, sequence_token_stats,
-                                     token_stats)
+from seetjax.losses.logprobs import TokenStats, chunked_token_stats, sequence_token_stats, token_stats
 from seetjax.losses.registry import get, make_config, names, register
 
 __all__ = ["AGGREGATIONS", "KL_ESTIMATORS", "Denominators", "TokenStats", "advantages",

@@ -132,7 +132,7 @@ def _llama3(**kw: Any) -> ModelConfig:
                        max_position_embeddings=131072, **kw)
 
 
-# Shapes of public checkpoints, for random-weight benchmarks and for sanity checks of loaded configs.
+# Shapes of public checkpoints, for random-weight benchmarks and sanity checks of loaded configs.
 PRESETS: dict[str, ModelConfig] = {
     "qwen2.5-0.5b": _qwen2(vocab_size=151936, hidden_size=896, intermediate_size=4864,
                            num_layers=24, num_heads=14, num_kv_heads=2, tie_word_embeddings=True),

@@ -63,8 +63,9 @@ def bfcl_corpus() -> list[str]:
     return texts
 
 
-def build_embedded_model(out_dir: str | os.PathLike, spec: EmbeddedSpec = EmbeddedSpec()) -> Path:
+def build_embedded_model(out_dir: str | os.PathLike, spec: EmbeddedSpec | None = None) -> Path:
     """Trains the tokenizer, initialises the model from `spec.seed`, writes both to `out_dir`."""
+    spec = spec or EmbeddedSpec()
     tokenizer = train_bpe_tokenizer(bfcl_corpus(), spec.vocab_size)
     if len(tokenizer) != spec.vocab_size:
         raise RuntimeError(f"BPE training gave {len(tokenizer)} tokens, wanted {spec.vocab_size}")
@@ -78,9 +79,11 @@ def cache_root() -> Path:
     return Path(os.environ.get("SEETJAX_CACHE", Path.home() / ".cache" / "seetjax"))
 
 
-def embedded_model_dir(spec: EmbeddedSpec = EmbeddedSpec(), cache_dir: str | os.PathLike | None = None) -> Path:
+def embedded_model_dir(spec: EmbeddedSpec | None = None,
+                       cache_dir: str | os.PathLike | None = None) -> Path:
     """The embedded default's directory, built on first use (atomically: concurrent callers,
     e.g. test workers, never see a half-written directory)."""
+    spec = spec or EmbeddedSpec()
     key = json.dumps([_BUILDER_VERSION, dataclasses.asdict(spec), metadata.version("bfcl-eval"),
                       metadata.version("tokenizers")])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]

@@ -40,7 +40,8 @@ def config_from_hf(hf: transformers.PretrainedConfig, **overrides: Any) -> Model
         raise ValueError(f"config.json: model_type={model_type!r} is not one of "
                          f"{sorted(_CONFIG_CLASSES)}")
     if getattr(hf, "hidden_act", "silu") != "silu":
-        raise ValueError(f"config.json: hidden_act={hf.hidden_act!r}; only silu (SwiGLU) is supported")
+        raise ValueError(f"config.json: hidden_act={hf.hidden_act!r}; only silu (SwiGLU) is "
+                         "supported")
     if getattr(hf, "use_sliding_window", False):
         raise ValueError("config.json: use_sliding_window=true is not supported")
     rope = dict(hf.rope_parameters or {})
@@ -87,7 +88,8 @@ def config_to_hf(cfg: ModelConfig) -> transformers.PretrainedConfig:
         vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size,
         intermediate_size=cfg.intermediate_size, num_hidden_layers=cfg.num_layers,
         num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads,
-        head_dim=cfg.head_dim, hidden_act="silu", max_position_embeddings=cfg.max_position_embeddings,
+        head_dim=cfg.head_dim, hidden_act="silu",
+        max_position_embeddings=cfg.max_position_embeddings,
         rms_norm_eps=cfg.rms_norm_eps, rope_parameters=rope,
         tie_word_embeddings=cfg.tie_word_embeddings, initializer_range=cfg.initializer_range,
         bos_token_id=cfg.bos_token_id, eos_token_id=_as_json(cfg.eos_token_id),
@@ -142,7 +144,8 @@ def load_hf_checkpoint(path: str | os.PathLike, *, dtype: str = "float32",
         shape, want = var.get_value().shape, np.dtype(var.get_value().dtype)
         if name not in tensors:
             if key[0] != "value_head":
-                raise KeyError(f"{path}: tensor {name} is missing (needed for {'.'.join(map(str, key))})")
+                raise KeyError(f"{path}: tensor {name} is missing (needed for "
+                               f"{'.'.join(map(str, key))})")
             if fresh is None:
                 fresh = nnx.state(Transformer(cfg, rngs=nnx.Rngs(seed)).value_head)
             array = np.asarray(fresh[key[1]].get_value())

@@ -8,6 +8,7 @@ assistant (with tool calls) and tool roles.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -102,6 +103,59 @@ class Tokenizer:
                  tools: Sequence[Mapping[str, Any]] | None = None,
                  add_generation_prompt: bool = False) -> list[int]:
         return self.encode(self.chat_text(messages, tools, add_generation_prompt))
+
+    def encode_messages(self, messages: Sequence[Mapping[str, Any]],
+                        tools: Sequence[Mapping[str, Any]] | None = None) -> EncodedChat:
+        """Ids of a whole conversation with a loss mask that is 1 exactly on what the model
+        generates: each assistant reply after its generation header, up to and including the
+        first stop token.
+
+        Built message by message from the template's own renderings (prefix i+1 minus prefix i),
+        then checked against the ids of the whole rendering, so a template that is not
+        prefix-stable, or segments that tokenise differently apart, fail loudly here instead of
+        training on drifted tokens.
+        """
+        ids: list[int] = []
+        mask: list[int] = []
+        ends: list[int] = []
+        done = ""  # the rendering of the messages encoded so far
+        for i, message in enumerate(messages):
+            if message["role"] == "assistant":
+                header = self._suffix(done, self.chat_text(messages[:i], tools, True), i)
+                ids += (header_ids := self.encode(header))
+                mask += [0] * len(header_ids)
+                done += header
+            rendered = self.chat_text(messages[:i + 1], tools)
+            segment = self.encode(self._suffix(done, rendered, i))
+            trained = 0
+            if message["role"] == "assistant":
+                stops = [k for k, t in enumerate(segment) if t in self.stop_ids]
+                trained = stops[0] + 1 if stops else len(segment)
+            ids += segment
+            mask += [1] * trained + [0] * (len(segment) - trained)
+            ends.append(len(ids))
+            done = rendered
+        if ids != self.encode(done):
+            raise ValueError("chat template segments tokenise differently from the whole "
+                             "conversation; token-in/token-out training data would drift")
+        return EncodedChat(ids=ids, loss_mask=mask, message_ends=ends)
+
+    @staticmethod
+    def _suffix(prefix: str, text: str, index: int) -> str:
+        if not text.startswith(prefix):
+            raise ValueError(f"chat template is not prefix-stable at message {index}: rendering "
+                             "more messages changed the text of earlier ones")
+        return text[len(prefix):]
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedChat:
+    """A conversation as token ids; `loss_mask[i]` is 1 on tokens the model itself produced;
+    `message_ends[k]` is the number of ids up to the end of message k."""
+
+    ids: list[int]
+    loss_mask: list[int]
+    message_ends: list[int]
 
 
 def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int,

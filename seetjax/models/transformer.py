@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx, struct
 
+from seetjax import sharding
 from seetjax.models.config import ModelConfig
 
 Array = jax.Array
@@ -38,14 +39,25 @@ class KVCache:
     values: tuple[Array, ...]
     lengths: Array  # [batch] int32
 
+    AXES = ("batch", "kv_heads", None, None)  # logical axes of each key/value array
+
     @classmethod
-    def zeros(cls, cfg: ModelConfig, batch: int, slots: int) -> KVCache:
+    def zeros(cls, cfg: ModelConfig, batch: int, slots: int,
+              mesh: jax.sharding.Mesh | None = None) -> KVCache:
+        """An empty cache; with a `mesh`, created already sharded (rows over the batch axes,
+        KV heads over the tensor axis), never materialised on one device."""
         shape = (batch, cfg.num_kv_heads, slots, cfg.head_dim)
+        kv_sharding = row_sharding = None
+        if mesh is not None:
+            kv_sharding = sharding.named(mesh, cls.AXES, shape)
+            row_sharding = sharding.named(mesh, ("batch",), (batch,))
 
         def zeros() -> tuple[Array, ...]:
-            return tuple(jnp.zeros(shape, cfg.compute_dtype) for _ in range(cfg.num_layers))
+            return tuple(jnp.zeros(shape, cfg.compute_dtype, device=kv_sharding)
+                         for _ in range(cfg.num_layers))
 
-        return cls(keys=zeros(), values=zeros(), lengths=jnp.zeros((batch,), jnp.int32))
+        return cls(keys=zeros(), values=zeros(),
+                   lengths=jnp.zeros((batch,), jnp.int32, device=row_sharding))
 
     @property
     def slots(self) -> int:
@@ -71,7 +83,7 @@ def rope_inv_freq(cfg: ModelConfig) -> np.ndarray:
 
 
 def apply_rope(x: Array, positions: Array, inv_freq: np.ndarray) -> Array:
-    """Rotates [batch, seq, heads, head_dim] by `positions` (half-split layout, as HF's rotate_half)."""
+    """Rotates [batch, seq, heads, head_dim] by `positions` (half-split layout, as rotate_half)."""
     freqs = positions[..., None].astype(jnp.float32) * inv_freq  # [B, T, D/2]
     angles = jnp.concatenate([freqs, freqs], axis=-1)[:, :, None, :]
     cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)

@@ -20,7 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx, struct
+from jax.sharding import Mesh
 
+from seetjax import sharding
 from seetjax.models.transformer import KVCache, Transformer
 from seetjax.sampling.next_token import SamplingParams, sample_next_token
 
@@ -110,20 +112,26 @@ def _take_rows(state: DecodeState, rows: Array) -> DecodeState:
     return jax.tree.map(lambda x: x[rows], state)
 
 
+_DEFAULT_SAMPLING = SamplingParams()
+
+
 class Sampler:
     """Batched generation for one model structure.
 
     Parameters (`nnx.state(model)`) are passed on every call, so a learner's updated arrays are
-    used as they are (no copy on a shared mesh). A `SequenceBatch` passed to `extend` or
-    `generate` is consumed (its buffers are donated): keep the one returned.
+    used as they are (no copy on a shared mesh). With a `mesh`, rows (cache, logits, inputs) are
+    split over its batch axes and the cache's KV heads over its tensor axis. A `SequenceBatch`
+    passed to `extend` or `generate` is consumed (its buffers are donated): keep the one returned.
     """
 
-    def __init__(self, model: Transformer, *, pad_id: int, min_chunk: int = 16,
-                 max_chunk: int = 512, min_slots: int = 128, min_steps: int = 16):
+    def __init__(self, model: Transformer, *, pad_id: int, mesh: Mesh | None = None,
+                 min_chunk: int = 16, max_chunk: int = 512, min_slots: int = 128,
+                 min_steps: int = 16):
         if bucket(max_chunk) != max_chunk or bucket(min_chunk) != min_chunk:
             raise ValueError("Sampler: min_chunk and max_chunk must be powers of two")
         graphdef = nnx.graphdef(model)
         self.pad_id = int(pad_id)
+        self.mesh = mesh
         self.min_chunk, self.max_chunk = min_chunk, max_chunk
         self.min_slots, self.min_steps = min_slots, min_steps
         self._config = model.config
@@ -138,9 +146,9 @@ class Sampler:
 
     def empty(self, size: int, slots: int = 0) -> SequenceBatch:
         """`size` empty sequences with room for `slots` tokens each."""
-        rows = bucket(size)
-        cache = KVCache.zeros(self._config, rows, bucket(slots, self.min_slots))
-        logits = jnp.zeros((rows, self._config.vocab_size), jnp.float32)
+        rows = self._padded_rows(size)
+        cache = KVCache.zeros(self._config, rows, bucket(slots, self.min_slots), self.mesh)
+        logits = self._rows_array(np.zeros((rows, self._config.vocab_size), np.float32))
         return SequenceBatch(state=DecodeState(cache=cache, logits=logits), size=size)
 
     def prefill(self, params: nnx.State, prompts: Sequence[Sequence[int]]) -> SequenceBatch:
@@ -164,12 +172,14 @@ class Sampler:
                 tokens[i, :len(piece)] = piece
                 valid[i, :len(piece)] = True
             state = self._reserve(state, length)
-            state = self._prefill(params, state, jnp.asarray(tokens), jnp.asarray(valid))
+            state = self._prefill(params, state, self._rows_array(tokens), self._rows_array(valid))
         return SequenceBatch(state=state, size=seqs.size)
 
     def generate(self, params: nnx.State, seqs: SequenceBatch, rng: Array,
-                 max_new_tokens: int | Sequence[int], stop_ids: Sequence[int] | Sequence[Sequence[int]],
-                 sampling: SamplingParams = SamplingParams()) -> tuple[SequenceBatch, list[Completion]]:
+                 max_new_tokens: int | Sequence[int],
+                 stop_ids: Sequence[int] | Sequence[Sequence[int]],
+                 sampling: SamplingParams = _DEFAULT_SAMPLING,
+                 ) -> tuple[SequenceBatch, list[Completion]]:
         """Samples up to `max_new_tokens` per row, each row stopping at its first stop token
         (included in its completion). Returns the extended sequences and one Completion per row."""
         rows = _rows(seqs)
@@ -185,8 +195,8 @@ class Sampler:
         num_steps = bucket(int(max_new.max(initial=0)), self.min_steps)
         state = self._reserve(seqs.state, num_steps)
         state, tokens, logprobs, count, stopped = self._decode(
-            params, state, rng, jnp.asarray(max_new), jnp.asarray(stops), sampling=sampling,
-            num_steps=num_steps)
+            params, state, rng, self._rows_array(max_new), self._rows_array(stops),
+            sampling=sampling, num_steps=num_steps)
         tokens, logprobs, count, stopped = jax.device_get((tokens, logprobs, count, stopped))
         completions = [Completion(tokens=tokens[i, :count[i]].tolist(),
                                   logprobs=logprobs[i, :count[i]].tolist(),
@@ -198,10 +208,34 @@ class Sampler:
         """Keeps only `rows` (in that order), e.g. to drop finished episodes."""
         if any(not 0 <= r < seqs.size for r in rows):
             raise ValueError(f"select: rows {list(rows)} out of range for {seqs.size} sequences")
-        index = np.full((bucket(len(rows)),), rows[0] if rows else 0, np.int32)
+        index = np.full((self._padded_rows(len(rows)),), rows[0] if rows else 0, np.int32)
         index[:len(rows)] = rows
-        return SequenceBatch(state=self._take_rows(seqs.state, jnp.asarray(index)),
-                             size=len(rows))
+        state = self._take_rows(seqs.state, jnp.asarray(index))
+        if self.mesh is not None:
+            state = jax.device_put(state, self._state_shardings(state))
+        return SequenceBatch(state=state, size=len(rows))
+
+    def _padded_rows(self, size: int) -> int:
+        """Rows held for `size` sequences: a power of two, a multiple of the batch split."""
+        split = sharding.batch_multiple(self.mesh)
+        return -(-bucket(size) // split) * split
+
+    def _rows_array(self, x: np.ndarray) -> Array:
+        """A [rows, ...] host array on device; split over the batch axes on a mesh."""
+        if self.mesh is None:
+            return jnp.asarray(x)
+        return jax.device_put(x, sharding.named(self.mesh, ("batch",) + (None,) * (x.ndim - 1),
+                                                x.shape))
+
+    def _state_shardings(self, state: DecodeState) -> DecodeState:
+        def named(axes, x):
+            return sharding.named(self.mesh, axes, x.shape)
+        cache = state.cache
+        return DecodeState(
+            cache=KVCache(keys=tuple(named(KVCache.AXES, k) for k in cache.keys),
+                          values=tuple(named(KVCache.AXES, v) for v in cache.values),
+                          lengths=named(("batch",), cache.lengths)),
+            logits=named(("batch", None), state.logits))
 
     def _reserve(self, state: DecodeState, more: int) -> DecodeState:
         """Makes room for writing `more` slots after the longest row. The cache grows to the next
@@ -213,9 +247,11 @@ class Sampler:
             return state
         pad = bucket(longest + more, self.min_slots) - cache.slots
         widen = lambda x: jnp.pad(x, [(0, 0), (0, 0), (0, pad), (0, 0)])  # noqa: E731
-        cache = cache.replace(keys=tuple(map(widen, cache.keys)),
-                              values=tuple(map(widen, cache.values)))
-        return state.replace(cache=cache)
+        state = state.replace(cache=cache.replace(keys=tuple(map(widen, cache.keys)),
+                                                  values=tuple(map(widen, cache.values))))
+        if self.mesh is not None:
+            state = jax.device_put(state, self._state_shardings(state))
+        return state
 
 
 def _rows(seqs: SequenceBatch) -> int:

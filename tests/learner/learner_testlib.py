@@ -3,12 +3,15 @@ workers (which import this file by path)."""
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 from flax import nnx
 
 from seetjax.batch import PreferencePairs, TokenSequences, TrajectoryBatch
+from seetjax.learner import LearnerConfig, create_learner, learner_config
 from seetjax.models.config import ModelConfig
 from seetjax.models.transformer import Transformer
+from seetjax.sharding import make_mesh
 
 VOCAB = 256
 
@@ -22,6 +25,13 @@ def tiny_config(**overrides) -> ModelConfig:
 
 def tiny_model(seed: int = 0, **overrides) -> Transformer:
     return Transformer(tiny_config(**overrides), rngs=nnx.Rngs(seed))
+
+
+def make_learner(model: Transformer, spec: dict | LearnerConfig, **kw):
+    """`create_learner` on one device: the suite runs with 8 simulated devices, and only the
+    layout tests want them."""
+    config = spec if isinstance(spec, LearnerConfig) else learner_config(spec)
+    return create_learner(model, config, mesh=make_mesh(1, 1, 1, jax.devices()[:1]), **kw)
 
 
 def _episode(rng: np.random.RandomState, length: int) -> tuple[list[int], list[float]]:
@@ -84,6 +94,5 @@ def parity_batch() -> TrajectoryBatch:
 
 def flat_arrays(tree) -> dict[str, np.ndarray]:
     """Path -> numpy array of every leaf (comparisons across runs and processes)."""
-    import jax
     return {jax.tree_util.keystr(path): np.asarray(leaf)
             for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}

@@ -17,6 +17,7 @@ from learner_testlib import PARITY_CONFIG, flat_arrays, parity_batch, tiny_model
 from seetjax.learner import create_learner, learner_config  # noqa: E402
 from seetjax.sharding import make_mesh  # noqa: E402
 
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--process", type=int, required=True)

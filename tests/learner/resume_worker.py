@@ -9,7 +9,8 @@ import argparse
 import os
 import sys
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+os.environ["JAX_PLATFORMS"] = "cpu"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jax  # noqa: E402
@@ -18,6 +19,7 @@ from learner_testlib import flat_arrays, rl_batch, tiny_model  # noqa: E402
 
 from seetjax.learner import create_learner, learner_config  # noqa: E402
 from seetjax.learner.checkpoint import Checkpointer  # noqa: E402
+from seetjax.sharding import make_mesh  # noqa: E402
 
 
 def main() -> None:
@@ -28,7 +30,8 @@ def main() -> None:
     args = parser.parse_args()
     learner, state = create_learner(tiny_model(num_layers=1), learner_config(
         {"algorithm": "dapo", "micro_batches": 2,
-         "optimizer": {"learning_rate": 1e-3, "warmup_steps": 2, "decay_steps": 8}}), seed=7)
+         "optimizer": {"learning_rate": 1e-3, "warmup_steps": 2, "decay_steps": 8}}),
+        mesh=make_mesh(2, 2, 2), seed=7)  # sharded state: each device saves and restores its shards
     checkpoints = Checkpointer(os.path.join(args.workdir, "checkpoints"), keep_last=2)
     position = 0
     if checkpoints.latest_step() is not None:

@@ -11,9 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from learner_testlib import flat_arrays, rl_batch, tiny_model
+from learner_testlib import flat_arrays, make_learner, rl_batch, tiny_model
 
-from seetjax.learner import create_learner, learner_config
 from seetjax.learner.checkpoint import Checkpointer
 
 WORKER = Path(__file__).with_name("resume_worker.py")
@@ -22,7 +21,7 @@ WORKER = Path(__file__).with_name("resume_worker.py")
 @pytest.fixture(scope="module")
 def trained():
     """A learner and a state after two updates (non-trivial optimizer state, step, rng)."""
-    learner, state = create_learner(tiny_model(num_layers=1), learner_config({"algorithm": "grpo"}))
+    learner, state = make_learner(tiny_model(num_layers=1), {"algorithm": "grpo"})
     for seed in range(2):
         state, _ = learner.step(state, rl_batch(seed=seed))
     return learner, state.replace(rng=jax.random.key_data(jax.random.key(42)))
@@ -34,7 +33,7 @@ def test_round_trip_is_exact(trained, tmp_path):
     checkpoints = Checkpointer(tmp_path)
     assert checkpoints.save(2, state, caller_state={"anchors": [[1, 2]], "stage": 3})
     checkpoints.wait()
-    _, template = create_learner(tiny_model(num_layers=1, seed=9), learner.config)
+    _, template = make_learner(tiny_model(num_layers=1, seed=9), learner.config)
     restored, caller = Checkpointer(tmp_path).restore(template)
     got = flat_arrays((restored.step, restored.params, restored.opt_state, restored.rng,
                        restored.skipped))

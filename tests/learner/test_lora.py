@@ -4,9 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from learner_testlib import flat_arrays, rl_batch, tiny_model
+from learner_testlib import flat_arrays, make_learner, rl_batch, tiny_model
 
-from seetjax.learner import create_learner, learner_config
 from seetjax.models.lora import LoRAConfig, add_lora, merge_lora
 
 
@@ -28,8 +27,8 @@ def test_adapters_start_as_identity_and_merge_exactly():
 
 def test_lora_trains_adapters_only_with_the_base_as_reference():
     model = tiny_model(num_layers=1)
-    learner, state = create_learner(model, learner_config(
-        {"algorithm": "grpo", "lora": {"rank": 4}, "optimizer": {"learning_rate": 1e-2}}))
+    spec = {"algorithm": "grpo", "lora": {"rank": 4}, "optimizer": {"learning_rate": 1e-2}}
+    learner, state = make_learner(model, spec)
     trainable = {k[-1] for k, _ in nnx.to_flat_state(state.params)}
     assert trainable == {"lora_a", "lora_b"} and state.reference is None
     # optimizer moments exist for the adapters alone

@@ -2,18 +2,17 @@
 
 import jax
 import numpy as np
-from learner_testlib import tiny_model
+from learner_testlib import make_learner, tiny_model
 
 from seetjax.batch import TokenSequences
-from seetjax.learner import create_learner, learner_config
 from seetjax.sampling import Sampler, SamplingParams
 
 
 def test_learner_logprobs_equal_sampler_logprobs():
     model = tiny_model(num_layers=1)
     temperature = 0.7
-    learner, state = create_learner(model, learner_config({"algorithm": "grpo",
-                                                           "temperature": temperature}))
+    learner, state = make_learner(model, {"algorithm": "grpo",
+                                                           "temperature": temperature})
     sampler = Sampler(learner.model(state), pad_id=0, min_steps=8)
     rng = np.random.RandomState(0)
     prompts = [rng.randint(1, 256, n).tolist() for n in (5, 9, 3, 7)]

@@ -4,10 +4,9 @@ import jax
 import numpy as np
 import pytest
 from flax import nnx
-from learner_testlib import flat_arrays, rl_batch, tiny_model
+from learner_testlib import flat_arrays, make_learner, rl_batch, tiny_model
 
 from seetjax.batch import target_mask
-from seetjax.learner import create_learner, learner_config
 from seetjax.models.transformer import Transformer
 
 
@@ -30,7 +29,7 @@ def test_accumulation_gives_the_global_weighted_mean(model):
             "counterfactual": {"preference_weight": 1.0}}
     results = []
     for micro in (1, 4):
-        learner, state = create_learner(model, learner_config({**spec, "micro_batches": micro}))
+        learner, state = make_learner(model, {**spec, "micro_batches": micro})
         results.append(learner.gradients(state, batch))
     (g1, m1), (g4, m4) = results
     np.testing.assert_allclose(m4["loss"], m1["loss"], rtol=1e-5)
@@ -41,7 +40,7 @@ def test_accumulation_is_not_a_mean_of_means(model):
     """SFT token-mean over micro-batches of unequal token counts: the accumulated loss is the
     global token mean, which the mean of the micro-batches' own means is not."""
     batch = rl_batch(seed=2, rows=8, padding_rows=0)
-    learner, state = create_learner(model, learner_config({"algorithm": "sft", "micro_batches": 4}))
+    learner, state = make_learner(model, {"algorithm": "sft", "micro_batches": 4})
     _, metrics = learner.gradients(state, batch)
     nll = -np.asarray(learner.logprobs(state, batch.sequences))
     mask = np.asarray(target_mask(batch.sequences))
@@ -52,9 +51,9 @@ def test_accumulation_is_not_a_mean_of_means(model):
 
 
 def test_step_compiles_once_and_counts_updates(model):
-    learner, state = create_learner(model, learner_config(
-        {"algorithm": "dapo", "mini_batches": 2, "micro_batches": 2,
-         "optimizer": {"learning_rate": 1e-3}}))
+    spec = {"algorithm": "dapo", "mini_batches": 2, "micro_batches": 2,
+            "optimizer": {"learning_rate": 1e-3}}
+    learner, state = make_learner(model, spec)
     for seed in range(3):
         state, metrics = learner.update(state, rl_batch(seed=seed))
     assert learner.compile_count() == 1
@@ -63,7 +62,7 @@ def test_step_compiles_once_and_counts_updates(model):
 
 
 def test_non_finite_update_is_skipped(model):
-    learner, state = create_learner(model, learner_config({"algorithm": "grpo"}))
+    learner, state = make_learner(model, {"algorithm": "grpo"})
     good = rl_batch(seed=3)
     state, _ = learner.step(state, good)  # the optimizer state is non-trivial from here on
     before = flat_arrays((state.params, state.opt_state))
@@ -91,7 +90,7 @@ def value_model():
 ], ids=lambda s: s["algorithm"])
 def test_every_algorithm_updates(spec, model, value_model):
     model = value_model if spec["algorithm"] == "ppo" else model
-    learner, state = create_learner(model, learner_config(spec))
+    learner, state = make_learner(model, spec)
     before = flat_arrays(state.params)
     state, metrics = learner.update(state, rl_batch(seed=4, pairs=16))
     assert metrics["skipped"] == 0 and np.isfinite(metrics["loss"]) and metrics["grad_norm"] > 0
@@ -100,11 +99,11 @@ def test_every_algorithm_updates(spec, model, value_model):
 
 
 def test_batch_validation_names_the_missing_field(model):
-    learner, state = create_learner(model, learner_config({"algorithm": "grpo"}))
+    learner, state = make_learner(model, {"algorithm": "grpo"})
     with pytest.raises(ValueError, match="group_ids"):
         learner.step(state, rl_batch().replace(group_ids=None))
     with pytest.raises(ValueError, match="multiple of 2"):
-        create_learner(model, learner_config({"algorithm": "grpo", "micro_batches": 2}))[0].step(
+        make_learner(model, {"algorithm": "grpo", "micro_batches": 2})[0].step(
             state, rl_batch(rows=15))
 
 
@@ -115,7 +114,7 @@ def test_bf16_compute_with_f32_parameters(model):
     nnx.update(abstract, nnx.state(model))
     losses = []
     for m in (model, abstract):
-        learner, state = create_learner(m, learner_config({"algorithm": "sft"}))
+        learner, state = make_learner(m, {"algorithm": "sft"})
         state, metrics = learner.update(state, rl_batch(seed=6))
         losses.append(metrics["loss"])
         assert all(x.dtype == np.float32 for x in jax.tree.leaves(state.params))

@@ -1,0 +1,147 @@
+"""Sampler throughput: seetjax's jitted KV-cache sampler vs transformers `generate`, side by side.
+
+Same random tiny Qwen2 weights (PRESETS['tiny-qwen2']), same batch, prompt length and number of new
+tokens, temperature-1 sampling, in one run; prints new tokens/s of each and their ratio and appends
+a row to BENCHMARKS.md. On a GPU it also times decode of a Qwen2.5-1.5B-shaped random model in bf16
+and reports its fraction of the memory-bandwidth bound.
+
+    python experiments/benchmarks/bench_sampler.py [--batch 8 --prompt 256 --new 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import jax
+import numpy as np
+from flax import nnx
+
+from seetjax.models import PRESETS, Transformer
+from seetjax.models.hf import load_hf_checkpoint, save_hf_checkpoint
+from seetjax.sampling import Sampler, SamplingParams
+
+sys.path.insert(0, os.path.dirname(__file__))
+from report import add_row, cpu_machine  # noqa: E402
+
+TITLE = "Sampler: seetjax vs transformers generate (bench_sampler.py)"
+COLUMNS = ["date", "machine", "setting", "seetjax new tok/s", "transformers new tok/s", "speed-up"]
+# Peak HBM bandwidth by device kind (vendor figures), for the decode roofline.
+HBM_BYTES_PER_S = {"H100": 3.35e12, "H200": 4.8e12, "A100": 2.0e12}
+
+
+def time_runs(fn, repeats: int) -> float:
+    """Median wall time of `repeats` calls after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def seetjax_generate(sampler: Sampler, params, prompts, new: int, seed: int = 0):
+    def run():
+        seqs = sampler.prefill(params, prompts)
+        _, completions = sampler.generate(params, seqs, jax.random.key(seed), new, [],
+                                          SamplingParams(temperature=1.0))
+        assert all(len(c.tokens) == new for c in completions)
+    return run
+
+
+def torch_generate(model_dir: str, prompts, new: int):
+    import torch
+    import transformers
+    torch.set_num_threads(os.cpu_count() or 1)
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    ids = torch.tensor(prompts)
+
+    def run():
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True,
+                                 temperature=1.0, top_k=0, max_new_tokens=new, min_new_tokens=new,
+                                 pad_token_id=0)
+        assert out.shape[1] == ids.shape[1] + new
+    return run
+
+
+def cpu_comparison(batch: int, prompt: int, new: int, repeats: int) -> dict:
+    cfg = PRESETS["tiny-qwen2"].replace(rope_theta=10000.0)
+    prompts = np.random.RandomState(0).randint(3, cfg.vocab_size, (batch, prompt)).tolist()
+    with tempfile.TemporaryDirectory() as model_dir:
+        save_hf_checkpoint(Transformer(cfg, rngs=nnx.Rngs(0)), model_dir)
+        model = load_hf_checkpoint(model_dir)
+        sampler = Sampler(model, pad_id=0)
+        ours = time_runs(seetjax_generate(sampler, nnx.state(model), prompts, new), repeats)
+        theirs = time_runs(torch_generate(model_dir, prompts, new), repeats)
+    tokens = batch * new
+    return {"ours": tokens / ours, "theirs": tokens / theirs, "ratio": theirs / ours,
+            "compiles": sampler.compile_count()}
+
+
+def gpu_decode(batch: int, prompt: int, new: int, repeats: int) -> dict:
+    """bf16 decode of a Qwen2.5-1.5B-shaped random model; fraction of the HBM roofline."""
+    cfg = PRESETS["qwen2.5-1.5b"].replace(param_dtype="bfloat16", dtype="bfloat16")
+    model = Transformer(cfg, rngs=nnx.Rngs(0))
+    params = nnx.state(model)
+    prompts = np.random.RandomState(0).randint(3, cfg.vocab_size, (batch, prompt)).tolist()
+    sampler = Sampler(model, pad_id=0)
+    seqs = sampler.prefill(params, prompts)
+    jax.block_until_ready(seqs.state.logits)
+
+    def decode():
+        nonlocal seqs
+        seqs = sampler.prefill(params, prompts)
+        jax.block_until_ready(seqs.state.logits)
+        start = time.perf_counter()
+        sampler.generate(params, seqs, jax.random.key(0), new, [], SamplingParams(temperature=1.0))
+        return time.perf_counter() - start
+
+    decode()
+    seconds = statistics.median(decode() for _ in range(repeats))
+    kind = jax.devices()[0].device_kind
+    bandwidth = next((bw for name, bw in HBM_BYTES_PER_S.items() if name in kind), None)
+    # Every decode step reads all weights once and, per row, the KV cache written so far.
+    kv_bytes_per_token = 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * 2
+    mean_context = prompt + new / 2
+    bytes_per_step = cfg.num_params() * 2 + batch * mean_context * kv_bytes_per_token
+    tokens_per_s = batch * new / seconds
+    bound = batch * bandwidth / bytes_per_step if bandwidth else float("nan")
+    return {"device": kind, "tokens_per_s": tokens_per_s, "roofline_fraction": tokens_per_s / bound}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--prompt", type=int, default=256)
+    parser.add_argument("--new", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args()
+    date = datetime.date.today().isoformat()
+    r = cpu_comparison(args.batch, args.prompt, args.new, args.repeats)
+    print(f"seetjax {r['ours']:.0f} new tokens/s, transformers {r['theirs']:.0f} new tokens/s, "
+          f"ratio {r['ratio']:.2f}x ({r['compiles']} compiled programs)")
+    rows = [[date, cpu_machine(), f"tiny-qwen2 f32, batch {args.batch}, prompt {args.prompt}, "
+             f"{args.new} new, T=1", f"{r['ours']:.0f}", f"{r['theirs']:.0f}",
+             f"{r['ratio']:.2f}x"]]
+    if jax.devices()[0].platform == "gpu":
+        g = gpu_decode(batch=64, prompt=512, new=256, repeats=args.repeats)
+        print(f"{g['device']}: qwen2.5-1.5b bf16 decode {g['tokens_per_s']:.0f} tokens/s, "
+              f"{g['roofline_fraction']:.0%} of the HBM bandwidth bound")
+        rows.append([date, g["device"], "qwen2.5-1.5b-shaped bf16 decode, batch 64, prompt 512, "
+                     "256 new", f"{g['tokens_per_s']:.0f}", "-",
+                     f"{g['roofline_fraction']:.0%} of HBM bound"])
+    if not args.no_write:
+        for row in rows:
+            add_row(TITLE, COLUMNS, row)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Environments: the ToolEnv protocol and BFCL multi-turn tasks (plain Python, no JAX)."""

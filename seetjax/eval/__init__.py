@@ -1,0 +1,1 @@
+"""Evaluation: the BFCL multi-turn checker (official semantics) and reports."""

@@ -1,0 +1,46 @@
+"""Per-step shaping rewards from step codes.
+
+Each assistant message gets the value of its `StepCode`, plus the value of every turn verdict it
+produced, plus a timeout value if it force-terminated the episode. The learner can place these at
+the last token of each message for turn-level credit assignment, or sum them into an episode
+return. Defaults follow the order of EnvTuning's codes: a format error is worse than a failed call,
+which is worse than a clean one; a passed turn is the only positive signal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from seetjax.envs.base import EpisodeTrace, StepCode
+
+
+@dataclass(frozen=True)
+class ShapingConfig:
+    format_error: float = -0.5
+    execution_error: float = -0.2
+    clean_call: float = 0.0
+    no_call: float = 0.0
+    turn_passed: float = 1.0
+    turn_failed: float = 0.0
+    timeout: float = -1.0
+
+    def code_value(self, code: StepCode) -> float:
+        return {StepCode.FORMAT_ERROR: self.format_error,
+                StepCode.EXECUTION_ERROR: self.execution_error,
+                StepCode.CLEAN_CALL: self.clean_call, StepCode.NO_CALL: self.no_call}[code]
+
+
+def step_rewards(trace: EpisodeTrace, config: ShapingConfig | None = None) -> list[float]:
+    """One shaping reward per assistant message of the episode, in order."""
+    config = config or ShapingConfig()
+    rewards = []
+    for step in trace.steps:
+        value = config.code_value(step.code)
+        # Only the turn the message itself ended is judged here; the turns a timeout skipped are
+        # covered by the timeout value.
+        for verdict in step.verdicts[:1]:
+            value += config.turn_passed if verdict.passed else config.turn_failed
+        if step.timeout:
+            value += config.timeout
+        rewards.append(value)
+    return rewards

@@ -1,0 +1,66 @@
+"""Shared fixtures: tiny random HF checkpoints (made by transformers), the embedded default."""
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# Eight simulated CPU devices so sharding tests run here; single-device code is unaffected.
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+
+def _random_hf_model(kind: str, out_dir) -> str:
+    """A tiny random Qwen2 or Llama-3 model saved by transformers, with non-zero biases."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    common = dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, initializer_range=0.1)
+    if kind == "qwen2":
+        config = transformers.Qwen2Config(
+            tie_word_embeddings=True, max_position_embeddings=256,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, **common)
+    else:
+        config = transformers.LlamaConfig(
+            tie_word_embeddings=False, attention_bias=True, max_position_embeddings=16384,
+            rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                             "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                             "original_max_position_embeddings": 64}, **common)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("bias"):
+                param.normal_(0.0, 0.1)
+            if "norm" in name:
+                param.uniform_(0.5, 1.5)
+    model.save_pretrained(out_dir)
+    return str(out_dir)
+
+
+@pytest.fixture(scope="session")
+def hf_qwen2_dir(tmp_path_factory):
+    return _random_hf_model("qwen2", tmp_path_factory.mktemp("hf_qwen2"))
+
+
+@pytest.fixture(scope="session")
+def hf_llama_dir(tmp_path_factory):
+    return _random_hf_model("llama", tmp_path_factory.mktemp("hf_llama"))
+
+
+@pytest.fixture(scope="session")
+def embedded_dir():
+    from seetjax.models.embedded import embedded_model_dir
+    return embedded_model_dir()
+
+
+@pytest.fixture(scope="session")
+def padded_batch():
+    """Token ids [3, 12] with left padding, right padding and no padding, and their mask."""
+    rng = np.random.RandomState(0)
+    tokens = rng.randint(0, 512, (3, 12))
+    mask = np.ones((3, 12), np.int32)
+    mask[1, :4] = 0  # left padding
+    mask[2, 9:] = 0  # right padding
+    return tokens, mask

@@ -1,0 +1,124 @@
+"""The transformer on its own: masking, packing, the KV-cache path, remat, value head, dtypes."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from seetjax.models import KVCache, ModelConfig, Transformer, positions_from_mask
+
+CFG = ModelConfig(vocab_size=128, hidden_size=32, intermediate_size=48, num_layers=2, num_heads=4,
+                  num_kv_heads=2, qkv_bias=True, initializer_range=0.2)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return Transformer(CFG, rngs=nnx.Rngs(0))
+
+
+def logits(model, tokens, mask):
+    tokens, mask = jnp.asarray(tokens), jnp.asarray(mask, jnp.int32)
+    return np.asarray(model(tokens, positions_from_mask(mask), mask)[0])
+
+
+def test_positions_from_mask():
+    mask = jnp.array([[0, 0, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 2, 2, 2], [1, 2, 2, 3, 0]])
+    np.testing.assert_array_equal(positions_from_mask(mask), [[0, 0, 0, 1, 2], [0, 1, 2, 0, 0],
+                                                              [0, 1, 0, 1, 2], [0, 0, 1, 0, 0]])
+
+
+def test_padding_does_not_change_real_tokens(model):
+    seq = np.arange(3, 10)
+    alone = logits(model, seq[None], np.ones((1, 7), np.int32))[0]
+    left = logits(model, np.concatenate([[0, 0, 0], seq])[None], np.r_[[0] * 3, [1] * 7][None])[0]
+    right = logits(model, np.concatenate([seq, [5, 5]])[None], np.r_[[1] * 7, [0] * 2][None])[0]
+    np.testing.assert_allclose(left[3:], alone, atol=1e-5)
+    np.testing.assert_allclose(right[:7], alone, atol=1e-5)
+
+
+def test_packed_segments_equal_separate_sequences(model):
+    a, b = np.arange(1, 6), np.arange(20, 24)
+    packed = logits(model, np.concatenate([a, b, [0]])[None], np.r_[[1] * 5, [2] * 4, [0]][None])[0]
+    np.testing.assert_allclose(packed[:5], logits(model, a[None], np.ones((1, 5)))[0], atol=1e-5)
+    np.testing.assert_allclose(packed[5:9], logits(model, b[None], np.ones((1, 4)))[0], atol=1e-5)
+
+
+def test_kv_cache_chunks_equal_full_forward(model):
+    tokens = np.random.RandomState(1).randint(0, 128, (2, 10))
+    full = logits(model, tokens, np.ones_like(tokens))
+    cache = KVCache.zeros(CFG, 2, 16)
+    outs = []
+    for start, stop in [(0, 4), (4, 5), (5, 10)]:
+        chunk = jnp.asarray(tokens[:, start:stop])
+        positions = cache.lengths[:, None] + jnp.arange(stop - start)
+        out, cache = model(chunk, positions, jnp.ones_like(chunk), cache)
+        outs.append(np.asarray(out))
+    np.testing.assert_allclose(np.concatenate(outs, axis=1), full, atol=1e-5)
+    np.testing.assert_array_equal(cache.lengths, [10, 10])
+
+
+def test_kv_cache_rows_of_different_lengths(model):
+    """Row 0 takes 3 new tokens, row 1 takes 1 (right-padded chunk): each matches its forward."""
+    rng = np.random.RandomState(2)
+    a, b = rng.randint(0, 128, 6), rng.randint(0, 128, 4)
+    cache = KVCache.zeros(CFG, 2, 16)
+    first = jnp.asarray([a[:3], b[:3]])
+    _, cache = model(first, cache.lengths[:, None] + jnp.arange(3), jnp.ones((2, 3), jnp.int32),
+                     cache)
+    second = jnp.asarray([a[3:6], [b[3], 0, 0]])
+    valid = jnp.asarray([[1, 1, 1], [1, 0, 0]])
+    out, cache = model(second, cache.lengths[:, None] + jnp.arange(3), valid, cache)
+    np.testing.assert_array_equal(cache.lengths, [6, 4])
+    np.testing.assert_allclose(out[0], logits(model, a[None], np.ones((1, 6)))[0, 3:], atol=1e-5)
+    np.testing.assert_allclose(out[1, 0], logits(model, b[None], np.ones((1, 4)))[0, 3], atol=1e-5)
+
+
+@pytest.mark.parametrize("policy", ["full", "dots"])
+def test_remat_same_loss_and_gradients(policy):
+    tokens = jnp.asarray(np.random.RandomState(3).randint(0, 128, (2, 8)))
+    mask = jnp.ones_like(tokens)
+
+    def loss(m):
+        out, _ = m(tokens, positions_from_mask(mask), mask)
+        return jax.nn.logsumexp(out, axis=-1).mean()
+
+    plain = Transformer(CFG, rngs=nnx.Rngs(0))
+    remat = Transformer(CFG.replace(remat=policy), rngs=nnx.Rngs(0))
+    (l1, g1), (l2, g2) = (nnx.value_and_grad(loss)(m) for m in (plain, remat))
+    np.testing.assert_allclose(l1, l2, rtol=1e-6)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), nnx.to_pure_dict(g1),
+                 nnx.to_pure_dict(g2))
+
+
+def test_bf16_compute_is_close_to_f32(model):
+    tokens = np.random.RandomState(4).randint(0, 128, (2, 8))
+    bf16 = Transformer(CFG.replace(dtype="bfloat16"), rngs=nnx.Rngs(0))
+    nnx.update(bf16, nnx.state(model))
+    out = logits(bf16, tokens, np.ones_like(tokens))
+    assert out.dtype == np.float32  # logits always f32
+    ref = logits(model, tokens, np.ones_like(tokens))
+    assert np.abs(out - ref).max() < 0.05 * np.abs(ref).max()
+
+
+def test_value_head_shape_and_absence(model):
+    with_head = Transformer(CFG.replace(value_head=True), rngs=nnx.Rngs(0))
+    hidden, _ = with_head.hidden_states(jnp.ones((2, 5), jnp.int32), jnp.zeros((2, 5), jnp.int32),
+                                        jnp.ones((2, 5), jnp.int32))
+    assert with_head.values(hidden).shape == (2, 5)
+    with pytest.raises(ValueError, match="value_head=True"):
+        model.values(hidden)
+
+
+def test_num_params_matches_the_model():
+    for cfg in (CFG, CFG.replace(tie_word_embeddings=True, o_bias=True, mlp_bias=True)):
+        state = nnx.state(Transformer(cfg, rngs=nnx.Rngs(0)))
+        assert cfg.num_params() == sum(x.size for x in jax.tree.leaves(state))
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("num_kv_heads", 3, "multiple of num_kv_heads"), ("model_type", "gpt2", "model_type"),
+    ("remat", "some", "remat"), ("dtype", "int8", "dtype"), ("vocab_size", 0, "vocab_size")])
+def test_config_errors_name_the_field(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        CFG.replace(**{field: value})

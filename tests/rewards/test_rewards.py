@@ -1,0 +1,125 @@
+"""Rewards on episodes played through the real environment with scripted messages."""
+
+import pytest
+
+from seetjax.envs.base import EpisodeTrace, StepCode, StepResult
+from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
+from seetjax.envs.bfcl_data import load_tasks
+from seetjax.rewards import (
+    AgentRewardConfig,
+    ShapingConfig,
+    agent_reward,
+    envtuning_scores,
+    format_reward,
+    progress_reward,
+    step_codes,
+    step_rewards,
+)
+from seetjax.tools.calls import ToolCall
+from seetjax.tools.executor import ExecutionResult
+
+BASE0 = load_tasks("base")[0]  # turns: [cd, mkdir, mv], [cd, grep], [sort], [diff]
+MISS_PARAM0 = load_tasks("miss_param")[0]  # 5 turns, turn 3 expects no call
+
+
+def calls(task, turn):
+    return "[" + ", ".join(c.to_python() for c in task.ground_truth[turn]) + "]"
+
+
+def play(task, messages, config=None):
+    env = BfclEnv(config)
+    env.reset(task)
+    for message in messages:
+        if env.done:
+            break
+        env.step(message)
+    return env.trace()
+
+
+def perfect(task):
+    return [m for t in range(task.num_turns)
+            for m in ([calls(task, t)] if task.ground_truth[t] else []) + ["Done."]]
+
+
+def test_perfect_episode_scores_full_marks():
+    trace = play(BASE0, perfect(BASE0))
+    assert step_codes(trace) == [-1, 1] * 4
+    scores = envtuning_scores(trace)
+    assert (scores.progress, scores.format, scores.tool_call, scores.made_tool_calls) == (1, 1, 1, True)
+    reward = agent_reward(trace)
+    assert reward.components == dict.fromkeys(reward.components, 1.0)
+    assert set(reward.penalties.values()) == {0.0} and reward.total == pytest.approx(1.0)
+
+
+def test_envtuning_codes_progress_and_format():
+    messages = ["[cd(folder='document'), mkdir(dir_name='temp')]",  # clean: -1
+                "[mv(source='final_report.pdf', destination='temp'), cd(folder='no')]",  # -2
+                "ok",  # ends turn 0, which passes: 1
+                "[cd(folder=temp)]",  # format error ending turn 1, which fails (no call): -3, 0
+                "[cd(folder='temp'), sort(file_name='final_report.pdf')]", "fine",  # -1, 1
+                calls(BASE0, 3), "fine"]  # -1, 1
+    trace = play(BASE0, messages)
+    assert step_codes(trace) == [-1, -2, 1, -3, 0, -1, 1, -1, 1]
+    assert progress_reward(trace) == 0.75
+    assert format_reward(trace) == pytest.approx(8 / 9)
+    assert envtuning_scores(trace).tool_call == pytest.approx(3 / 4)
+    assert progress_reward(play(BASE0, [])) == 0.0 and format_reward(play(BASE0, [])) == 0.0
+
+
+def test_shaping_rewards_one_per_message():
+    messages = [calls(BASE0, 0), "[cd(folder=x)]",  # a format error ends turn 0, which passes
+                "[cd(folder='nowhere')]", calls(BASE0, 1), "ok"]
+    trace = play(BASE0, messages)
+    config = ShapingConfig(format_error=-0.5, execution_error=-0.2, turn_passed=1.0, turn_failed=-0.1)
+    assert step_rewards(trace, config) == pytest.approx([0.0, -0.5 + 1.0, -0.2, 0.0, 1.0])
+    timeout = play(BASE0, ["[pwd()]"] * 3, BfclEnvConfig(max_steps_per_turn=2))
+    assert step_rewards(timeout, config) == pytest.approx([0.0, 0.0, -0.1 - 1.0])
+
+
+def test_tool_accuracy_efficiency_and_wrong_tool_penalty():
+    # Turn 0 adds a pwd (a wrong tool) and drops nothing; turns 1-3 are perfect.
+    messages = ["[pwd(), " + calls(BASE0, 0)[1:], "ok"] + perfect(BASE0)[2:]
+    reward = agent_reward(play(BASE0, messages))
+    precision, recall = 10 / 11, 10 / 10  # the ground truth makes 10 calls
+    assert reward.components["tool_accuracy"] == pytest.approx(2 * precision * recall / (precision + recall))
+    assert reward.components["efficiency"] == pytest.approx(10 / 11)
+    assert reward.penalties["wrong_tool"] == 1
+
+
+def test_redundant_calls_are_repeats_of_successful_calls_beyond_the_ground_truth():
+    # The second cd repeats a call that succeeded (it then fails: no document/document); the
+    # second mkdir too. A failed call may be retried: the pwd after a failed pwd is not counted.
+    messages = ["[cd(folder='document'), cd(folder='document')]", "[mkdir(dir_name='temp')]",
+                "[mkdir(dir_name='temp')]", "[pwd(x=1)]", "[pwd(x=1)]"]
+    reward = agent_reward(play(BASE0, messages))
+    assert reward.penalties["redundant_call"] == 2
+    # Ground truth that repeats a call allows as many repeats (no BFCL entry does; built by hand).
+    up = ToolCall("cd", {"folder": ".."})
+    step = StepResult(0, StepCode.CLEAN_CALL, (), (up,) * 3,
+                      tuple(ExecutionResult(up, "None") for _ in range(3)))
+    trace = EpisodeTrace("hand-made", (step,), (), ((up, up),))
+    assert agent_reward(trace).penalties["redundant_call"] == 1
+
+
+def test_timing_rewards_calling_exactly_when_the_ground_truth_does():
+    messages = []
+    for t, expected in enumerate(MISS_PARAM0.ground_truth):
+        messages += ([calls(MISS_PARAM0, t)] if expected else ["[pwd()]"]) + ["Done."]
+    reward = agent_reward(play(MISS_PARAM0, messages))
+    assert reward.components["timing"] == pytest.approx(4 / 5)
+    assert reward.components["completion"] == pytest.approx(4 / 5)  # the no-call turn failed
+    entry = agent_reward(play(MISS_PARAM0, messages), AgentRewardConfig(completion_mode="entry"))
+    assert entry.components["completion"] == 1.0  # BFCL does not judge no-call turns
+
+
+def test_format_and_timeout_penalties_and_clipping():
+    trace = play(BASE0, ["[cd(folder=x)]", "[pwd()]", "[pwd()]", "[pwd()]"],
+                 BfclEnvConfig(max_steps_per_turn=2))
+    reward = agent_reward(trace)
+    assert reward.penalties["format_error"] == 1 and reward.penalties["timeout"] == 1
+    assert reward.components["format"] == pytest.approx(3 / 4)
+    assert reward.components["completion"] == 0.0
+    harsh = AgentRewardConfig(timeout_penalty=10.0, min_reward=-2.0)
+    assert agent_reward(trace, harsh).total == -2.0
+    with pytest.raises(ValueError):
+        AgentRewardConfig(completion_mode="sometimes")

@@ -1,0 +1,193 @@
+"""Tool-call parsing: the three formats, positional arguments, canonical form, clear errors."""
+
+import json
+import keyword
+import sys
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from seetjax.envs.bfcl_data import class_schemas, load_tasks
+from seetjax.tools.calls import (
+    MAX_VALUE_DEPTH,
+    ParseError,
+    ToolCall,
+    parse_hermes_calls,
+    parse_json_calls,
+    parse_python_calls,
+    parse_tool_calls,
+)
+
+FS = {s.name: s for s in class_schemas("GorillaFileSystem")}
+
+
+def test_python_list_of_calls():
+    calls = parse_python_calls("[cd(folder='document'), mv(source='a.txt', destination='b')]")
+    assert calls == [ToolCall("cd", {"folder": "document"}),
+                     ToolCall("mv", {"source": "a.txt", "destination": "b"})]
+
+
+def test_python_single_call_fences_and_literals():
+    text = "```python\n[f(a=-1.5, b=[1, (2, 3)], c={'k': None}, d=True)]\n```"
+    [call] = parse_python_calls(text)
+    assert call.args == {"a": -1.5, "b": [1, [2, 3]], "c": {"k": None}, "d": True}
+    assert parse_python_calls("f()") == [ToolCall("f", {})]
+
+
+@pytest.mark.parametrize("text", ["", "   ", "[]", "I moved the file for you.",
+                                  "Sorry (I cannot) do that."])
+def test_python_plain_text_is_no_call(text):
+    assert parse_python_calls(text) == []
+
+
+def test_python_positional_arguments_map_through_the_schema():
+    assert parse_python_calls("[sort('report.pdf')]", FS) == [ToolCall("sort", {"file_name": "report.pdf"})]
+    # Without a schema (or for an unknown tool) they are kept aside for validation to report.
+    [call] = parse_python_calls("[sort('report.pdf')]")
+    assert call.positional == ("report.pdf",) and call.args == {}
+    # A clash with a keyword is not silently resolved.
+    [call] = parse_python_calls("[sort('a', file_name='b')]", FS)
+    assert call.positional == ("a",)
+
+
+def test_python_positional_binds_in_signature_order():
+    travel = {s.name: s for s in class_schemas("TravelAPI")}
+    [call] = parse_python_calls("[purchase_insurance('tok', 'basic', 'b1', 50.0, 'c1')]", travel)
+    assert call.args == {"access_token": "tok", "insurance_type": "basic", "booking_id": "b1",
+                         "insurance_cost": 50.0, "card_id": "c1"}
+
+
+def test_all_ground_truth_strings_parse_with_positionals_mapped():
+    for category in ("base", "miss_param"):
+        for task in load_tasks(category):
+            for calls in task.ground_truth:
+                assert all(not c.positional for c in calls)
+
+
+@pytest.mark.parametrize("text, fragment, column", [
+    ("[cd(folder=foo)]", "bare name", 12),
+    ("[cd(folder=true)]", "write True", 12),
+    ("[os.system('ls')]", "plain tool name", 2),
+    ("[__import__('os').system('ls')]", "plain tool name", 2),
+    ("[cd(folder='a' + 'b')]", "BinOp", 12),
+    ("[cd(folder=open('x'))]", "call inside the arguments", 12),
+    ("[cd(**{'folder': 'x'})]", "unpacking", 5),
+    ("[cd(*['x'])]", "unpacking", 5),
+    ("[cd(folder=b'x')]", "bytes", 12),
+    ("[cd(folder={1: 'x'})]", "keys must be strings", 13),
+    ("[cd(folder=f'{x}')]", "JoinedStr", 12),
+    ("[cd(folder=1e999)]", "finite", 12),
+    ("[cd(folder='x')", "invalid syntax", None),
+    ("Sure! [cd(folder='x')]", "text before the call list", 7),
+])
+def test_python_errors_say_what_and_where(text, fragment, column):
+    error = parse_python_calls(text)
+    assert isinstance(error, ParseError), error
+    assert fragment in error.message
+    if column is not None:
+        assert (error.line, error.column) == (1, column)
+    assert "python" in str(error)
+
+
+def test_python_error_position_counts_characters_not_bytes():
+    text = "[echo(content='héllo wörld', file_name=x)]"
+    error = parse_python_calls(text)
+    assert isinstance(error, ParseError)
+    assert error.column == text.index("=x)") + 2  # 1-based column of the x
+
+
+def test_deep_nesting_and_huge_literals_are_errors_not_crashes():
+    deep = "[f(a=" + "[" * (MAX_VALUE_DEPTH + 2) + "]" * (MAX_VALUE_DEPTH + 2) + ")]"
+    assert "nested deeper" in parse_python_calls(deep).message
+    assert isinstance(parse_python_calls("[f(a=" + "[" * 5000 + ")]"), ParseError)
+    assert isinstance(parse_python_calls("[f(a=" + "9" * 6000 + ")]"), ParseError)
+    assert isinstance(parse_tool_calls("x" * 70_000), ParseError)
+    assert isinstance(parse_json_calls('{"name": "f", "arguments": ' + "[" * 100_000), ParseError)
+
+
+def test_hermes_several_blocks_with_text_around():
+    text = ('Let me check.\n<tool_call>{"name": "cd", "arguments": {"folder": "docs"}}</tool_call>\n'
+            '<tool_call>\n{"name": "ls", "arguments": "{\\"a\\": true}"}\n</tool_call>')
+    assert parse_hermes_calls(text) == [ToolCall("cd", {"folder": "docs"}), ToolCall("ls", {"a": True})]
+    assert parse_hermes_calls("No tools needed.") == []
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ('<tool_call>{"name": "cd", "arguments": {"folder": "x"}}', "unclosed"),
+    ('x </tool_call>', "without <tool_call>"),
+    ('<tool_call>{"name": "cd", "arguments": {"folder": }}</tool_call>', "invalid JSON"),
+    ('<tool_call>[{"name": "cd"}]</tool_call>', "one JSON object"),
+    ('<tool_call>{"name": "os.system", "arguments": {}}</tool_call>', "identifier"),
+    ('<tool_call>{"name": "cd", "arguments": [1]}</tool_call>', "JSON object"),
+    ('<tool_call>{"name": "cd", "args": {}}</tool_call>', "unexpected key"),
+    ('<tool_call>{"name": "f", "arguments": {"x": NaN}}</tool_call>', "finite"),
+])
+def test_hermes_errors(text, fragment):
+    error = parse_hermes_calls(text)
+    assert isinstance(error, ParseError) and fragment in error.message, error
+
+
+def test_hermes_error_location_points_into_the_block():
+    text = 'ok\n<tool_call>{"name": "cd", "arguments": {"folder": }}</tool_call>'
+    error = parse_hermes_calls(text)
+    assert (error.line, error.column) == (2, text.splitlines()[1].index("}}") + 1)
+
+
+def test_json_object_and_list_and_bfcl_keys():
+    assert parse_json_calls('{"name": "cd", "arguments": {"folder": "x"}}') == [
+        ToolCall("cd", {"folder": "x"})]
+    assert parse_json_calls('[{"function": "pwd", "parameters": {}}, {"name": "ls"}]') == [
+        ToolCall("pwd", {}), ToolCall("ls", {})]
+    assert parse_json_calls("plain words") == []
+
+
+def test_auto_format_detection():
+    assert parse_tool_calls('<tool_call>{"name": "pwd", "arguments": {}}</tool_call>') == [ToolCall("pwd")]
+    assert parse_tool_calls('[{"name": "pwd", "arguments": {}}]') == [ToolCall("pwd")]
+    assert parse_tool_calls("[pwd()]") == [ToolCall("pwd")]
+    assert isinstance(parse_tool_calls("[pwd()]", fmt="xml"), ParseError)
+
+
+def test_canonical_form_and_renderings():
+    a = ToolCall("f", {"x": 1, "y": [1.0, (2, 3)]})
+    b = ToolCall("f", {"y": [1, [2, 3]], "x": 1.0})
+    assert a == b and hash(a) == hash(b) and a.key() == b.key()
+    assert ToolCall("f", {"x": True}) != ToolCall("f", {"x": 1})
+    assert a.to_python() == "f(x=1, y=[1.0, (2, 3)])"
+    assert parse_tool_calls(a.to_hermes()) == [a]
+
+
+def test_python_decoding_matches_bfcl_decoder_on_keyword_calls():
+    """Our parser reads BFCL's python format as bfcl_eval's own decoder does (keyword calls)."""
+    stubs = {name: mock.MagicMock() for name in
+             ("tenacity", "tree_sitter", "tree_sitter_java", "tree_sitter_javascript")}
+    with mock.patch.dict(sys.modules, stubs):
+        from bfcl_eval.model_handler.utils import default_decode_execute_prompting
+    for task in load_tasks("base")[:60]:
+        for calls in task.ground_truth:
+            if calls:
+                text = "[" + ", ".join(c.to_python() for c in calls) + "]"
+                assert default_decode_execute_prompting(text) == [c.to_python() for c in calls]
+                assert parse_python_calls(text) == list(calls)
+
+
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.text(max_size=20)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8)
+_NAMES = st.from_regex(r"[a-z_][a-z0-9_]{0,10}", fullmatch=True).filter(
+    lambda name: not keyword.iskeyword(name))
+
+
+@settings(max_examples=200, derandomize=True, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_NAMES, st.dictionaries(_NAMES, _VALUES, max_size=4)), min_size=1, max_size=3))
+def test_round_trip_through_every_format(specs):
+    calls = [ToolCall(name, args) for name, args in specs]
+    python_text = "[" + ", ".join(c.to_python() for c in calls) + "]"
+    assert parse_python_calls(python_text) == calls
+    assert parse_hermes_calls("\n".join(c.to_hermes() for c in calls)) == calls
+    assert parse_json_calls(json.dumps([c.to_json() for c in calls])) == calls
