@@ -5,7 +5,7 @@ and a 256-token completion per row, groups of 4), same objective (token log-prob
 advantages, clipped-ratio loss with token-mean, global-norm clipping, AdamW), in one process;
 rounds alternate between the two so machine load hits both alike. The first update's loss is
 compared as a check that both compute the same thing. Prints tokens/s of each, their ratio and
-seetjax's MFU against a measured fp32 matmul peak, and appends a section to BENCHMARKS.md.
+seetjax's MFU against a measured fp32 matmul peak, and appends a row to BENCHMARKS.md.
 
     python experiments/benchmarks/bench_learner.py [--rows 8 --length 512 --rounds 5]
 
@@ -18,11 +18,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
 import statistics
+import sys
 import tempfile
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -34,7 +33,12 @@ from seetjax.learner import create_learner, learner_config
 from seetjax.models import PRESETS, Transformer
 from seetjax.models.hf import save_hf_checkpoint
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "BENCHMARKS.md"
+sys.path.insert(0, os.path.dirname(__file__))
+from report import add_row, cpu_machine  # noqa: E402
+
+TITLE = "Learner: GRPO update, seetjax vs PyTorch (bench_learner.py)"
+COLUMNS = ["date", "machine", "setting", "seetjax tok/s", "pytorch tok/s", "speed-up",
+           "seetjax MFU", "first-update loss difference"]
 CLIP, LR, MAX_NORM, EPS = 0.2, 1e-5, 1.0, 1e-6
 
 
@@ -120,18 +124,6 @@ def matmul_peak(n: int = 2048, dtype=jnp.float32) -> float:
     return 2 * n ** 3 / best
 
 
-def machine() -> str:
-    model = platform.processor() or "CPU"
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-    device = jax.devices()[0]
-    if device.platform != "cpu":
-        return f"{device.device_kind} ({jax.device_count()} device(s))"
-    return f"{os.cpu_count()}-core {model} ({platform.machine()})"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--preset", default="tiny-qwen2")
@@ -140,7 +132,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--dtype", default="float32", help="compute dtype of the seetjax model")
     parser.add_argument("--no-torch", action="store_true")
-    parser.add_argument("--no-record", action="store_true")
+    parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args()
 
     cfg = PRESETS[args.preset].replace(dtype=args.dtype)
@@ -148,7 +140,7 @@ def main() -> None:
     data = make_batch(args.rows, args.length, cfg.vocab_size)
     tokens = args.rows * args.length
     ours = seetjax_update(model, data)
-    theirs = None
+    theirs = torch_first = None
     if not args.no_torch:
         with tempfile.TemporaryDirectory() as hf_dir:
             save_hf_checkpoint(model, hf_dir)
@@ -170,43 +162,27 @@ def main() -> None:
             theirs_s.append(timed(theirs)[0])
     jax_tps = tokens / statistics.median(ours_s)
     print(f"seetjax: {jax_tps:,.0f} tokens/s (median of {args.rounds})")
-    record = {"seetjax tok/s": f"{jax_tps:,.0f}"}
-    if jax.devices()[0].platform == "cpu":
+    device = jax.devices()[0]
+    if device.platform == "cpu":
         peak = matmul_peak()
         model_flops = 3 * cfg.flops_per_token(args.length) * tokens
-        cpu_mfu = model_flops / statistics.median(ours_s) / peak
-        print(f"seetjax MFU vs measured fp32 matmul peak ({peak / 1e9:.0f} GFLOP/s): {cpu_mfu:.1%}")
-        record["seetjax MFU"] = f"{cpu_mfu:.1%} of {peak / 1e9:.0f} GFLOP/s (measured matmul)"
-    elif mfu[0] is not None:
-        record["seetjax MFU"] = f"{statistics.median(mfu):.1%} of device peak"
-        print(f"seetjax MFU: {record['seetjax MFU']}")
+        mfu_text = (f"{model_flops / statistics.median(ours_s) / peak:.0%} of "
+                    f"{peak / 1e9:.0f} GFLOP/s measured fp32 matmul")
+    else:
+        mfu_text = f"{statistics.median(mfu):.1%} of {device.device_kind} bf16 peak"
+    print(f"seetjax MFU: {mfu_text}")
+    row = [datetime.date.today().isoformat(),
+           cpu_machine() if device.platform == "cpu" else device.device_kind,
+           f"{args.preset} {cfg.dtype}, batch {args.rows} x {args.length}, median of "
+           f"{args.rounds} alternating rounds, load {os.getloadavg()[0]:.1f}",
+           f"{jax_tps:,.0f}", "-", "-", mfu_text, "-"]
     if theirs is not None:
         torch_tps = tokens / statistics.median(theirs_s)
         print(f"pytorch: {torch_tps:,.0f} tokens/s; seetjax / pytorch = {jax_tps / torch_tps:.2f}x")
-        record.update({"pytorch tok/s": f"{torch_tps:,.0f}",
-                       "seetjax / pytorch": f"**{jax_tps / torch_tps:.2f}x**"})
+        row[4:6] = [f"{torch_tps:,.0f}", f"{jax_tps / torch_tps:.2f}x"]
+        row[7] = f"{abs(first['loss'] - torch_first):.1e}"
     if not args.no_record:
-        append_section(args, cfg, record, first, compile_s)
-
-
-def append_section(args, cfg, record: dict, first: dict, compile_s: float) -> None:
-    import torch
-
-    text = BENCHMARKS.read_text() if BENCHMARKS.exists() else "# Benchmarks\n"
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    header = "| " + " | ".join(record) + " |\n|" + "---:|" * len(record) + "\n"
-    text = text.rstrip("\n") + (
-        f"\n\n## Learner: GRPO update, seetjax vs PyTorch ({datetime.date.today()})\n\n"
-        f"Machine: {machine()}; load average at the end {load} (shared machine: compare the "
-        f"ratio, measured in alternating rounds in one process). jax {jax.__version__}, "
-        f"torch {torch.__version__}. Model `{args.preset}` ({cfg.num_params() / 1e6:.1f}M params, "
-        f"compute {cfg.dtype}), batch {args.rows} x {args.length}, loss on the last half of each "
-        f"row; GRPO advantages, clipped ratio, token-mean, global-norm clip, AdamW; median of "
-        f"{args.rounds} rounds; seetjax compile {compile_s:.1f}s excluded. "
-        f"`experiments/benchmarks/bench_learner.py`.\n\n" + header
-        + "| " + " | ".join(record.values()) + " |\n")
-    BENCHMARKS.write_text(text)
-    print(f"appended to {BENCHMARKS}")
+        add_row(TITLE, COLUMNS, row)
 
 
 if __name__ == "__main__":
