@@ -84,7 +84,9 @@ def _prepass_needs(cfg: LearnerConfig, batch: TrajectoryBatch) -> dict[str, bool
                    for n in ("dpo", "counterfactual"))
     return {"ref": policy is not None and policy.needs_reference and batch.ref_logprobs is None,
             "values": value is not None and batch.old_values is None,
-            "proximal": policy is not None and policy.config.tis_cap is not None,
+            # With one update per batch the pre-update log-probs are the update's own (detached).
+            "proximal": (policy is not None and policy.config.tis_cap is not None
+                         and cfg.mini_batches > 1),
             "pair_ref": pair_ref and batch.pairs.ref_chosen is None}
 
 
@@ -187,8 +189,11 @@ def _advantages(prepared: Prepared, cfg: LearnerConfig) -> tuple[Prepared, dict]
 def _policy_gradient(cfg, out: Outputs, pairs, micro: Prepared, t: Totals):
     batch = micro.batch
     tis = cfg.tis_cap is not None
+    old = batch.old_logprobs
+    if tis:
+        old = sg(out.logprobs) if micro.proximal is None else micro.proximal
     return losses.policy_gradient.policy_gradient_loss(
-        out.logprobs, micro.proximal if tis else batch.old_logprobs, micro.advantages, micro.mask,
+        out.logprobs, old, micro.advantages, micro.mask,
         cfg, ref_logprobs=batch.ref_logprobs, entropy=out.entropy,
         sampler_logprobs=batch.old_logprobs if tis else None, denominators=t.tokens)
 

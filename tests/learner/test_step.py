@@ -83,7 +83,7 @@ def value_model():
 # grpo + counterfactual and dapo run in the tests above; these cover the other code paths.
 @pytest.mark.parametrize("spec", [
     {"algorithm": "ppo"},
-    {"algorithm": "rloo", "loss": {"tis_cap": 2.0}},
+    {"algorithm": "rloo", "loss": {"tis_cap": 2.0}, "mini_batches": 2},  # pre-update pass
     {"algorithm": "gspo"},
     {"algorithm": "sft", "loss": {"label_smoothing": 0.1}},
     {"algorithm": "dpo", "loss": {"kind": "ipo"}},
