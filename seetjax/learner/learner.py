@@ -39,7 +39,6 @@ class Learner:
         self.graphdef, self.model_config, self.config, self.mesh = (graphdef, model_config,
                                                                     config, mesh)
         self.rules = learner_sharding.family_rules(model_config)
-        self.state_shardings = state_shardings
         step = functools.partial(train_step, graphdef, config, make_optimizer(config.optimizer),
                                  learning_rate_schedule(config.optimizer), mesh, self.rules)
         self._step = jax.jit(step, donate_argnums=(0,), out_shardings=(
