@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 os.environ["JAX_PLATFORMS"] = "cpu"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,7 +31,7 @@ def main() -> None:
     learner, state = create_learner(tiny_model(num_layers=1), learner_config(
         {"algorithm": "dapo", "micro_batches": 2,
          "optimizer": {"learning_rate": 1e-3, "warmup_steps": 2, "decay_steps": 8}}),
-        mesh=make_mesh(2, 2, 2), seed=7)  # sharded state: each device saves and restores its shards
+        mesh=make_mesh(1, 2, 1), seed=7)  # fsdp: each device saves and restores its shards
     checkpoints = Checkpointer(os.path.join(args.workdir, "checkpoints"), keep_last=2)
     position = 0
     if checkpoints.latest_step() is not None:
