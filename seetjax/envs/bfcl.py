@@ -132,7 +132,10 @@ class BfclEnv:
         self.history: list[Message] = list(opening)
         return [dict(m) for m in opening]
 
-    def step(self, assistant_text: str) -> StepResult:
+    def step(self, assistant_text: str, format_error_ends_turn: bool | None = None) -> StepResult:
+        """Reads one assistant message. `format_error_ends_turn` overrides the config's setting
+        for this message (SEET's fast loop decides per message whether a format error is
+        retried)."""
         if self.done:
             raise RuntimeError("the episode is over: call reset(task) to start another")
         self._require_task()
@@ -140,7 +143,8 @@ class BfclEnv:
         parsed = parse_tool_calls(assistant_text, self.config.resolved_call_format,
                                   self.executor.schemas, self.config.max_message_chars)
         if isinstance(parsed, ParseError):
-            if self.config.format_error_ends_turn:
+            if (self.config.format_error_ends_turn if format_error_ends_turn is None
+                    else format_error_ends_turn):
                 return self._record(self._end_turn(StepCode.FORMAT_ERROR, parse_error=parsed))
             feedback = ({"role": "tool", "content": f"Error: {parsed}"},)
             return self._record(self._continue(StepCode.FORMAT_ERROR, feedback, parse_error=parsed))

@@ -9,6 +9,7 @@ assistant (with tool calls) and tool roles.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -139,6 +140,39 @@ class Tokenizer:
             raise ValueError("chat template segments tokenise differently from the whole "
                              "conversation; token-in/token-out training data would drift")
         return EncodedChat(ids=ids, loss_mask=mask, message_ends=ends)
+
+    def continuation_ids(self, history: Sequence[Mapping[str, Any]],
+                         new_messages: Sequence[Mapping[str, Any]],
+                         tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
+        """The ids that follow an assistant reply, as generated up to and including its stop
+        token, to append `new_messages` and open the next reply. `history` ends with that reply
+        (its text); nothing before it is re-encoded."""
+        before = self.chat_text(history, tools)
+        after = self.chat_text([*history, *new_messages], tools, add_generation_prompt=True)
+        return self.encode(self._after_stop + self._suffix(before, after, len(history)))
+
+    @property
+    def reply_end_id(self) -> int:
+        """The stop token the chat template closes assistant replies with."""
+        return self._reply_closing[0]
+
+    @property
+    def _after_stop(self) -> str:
+        """What the template writes after a reply's stop token (ChatML: a newline)."""
+        return self._reply_closing[1]
+
+    @functools.cached_property
+    def _reply_closing(self) -> tuple[int, str]:
+        placeholder = "\u2063reply\u2063"
+        text = self.chat_text([{"role": "user", "content": "q"},
+                               {"role": "assistant", "content": placeholder}])
+        tail = text[text.index(placeholder) + len(placeholder):]
+        ends = [(tail.find(token), token, i) for i in self.stop_ids
+                for token in [self.hf.convert_ids_to_tokens(i)] if token and token in tail]
+        if not ends:
+            raise ValueError("the chat template closes assistant replies with no stop token")
+        position, token, token_id = min(ends)
+        return token_id, tail[position + len(token):]
 
     @staticmethod
     def _suffix(prefix: str, text: str, index: int) -> str:

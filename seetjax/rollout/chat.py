@@ -1,0 +1,102 @@
+"""Token-in/token-out conversations: an episode as the exact token segments the policy saw.
+
+The opening prompt is rendered once with the chat template; every reply is kept as the sampled ids
+(with their sampler logprobs); everything the environment says next (tool results, hints, the next
+user turn) is encoded once as the template's continuation and appended. Nothing is ever decoded
+and re-tokenised, so the training sequence is exactly the sequence the sampler conditioned on.
+Only reply tokens carry loss. A failed attempt (retried or intercepted by SEET) can be masked
+(kept in the sequence without loss) or left out of the training sequence altogether while staying
+in the generation context.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from seetjax.models.tokenizer import Tokenizer
+
+SegmentKind = Literal["prompt", "reply", "closing", "observation"]
+
+
+@dataclasses.dataclass
+class Segment:
+    ids: list[int]
+    kind: SegmentKind
+    logprobs: list[float] | None = None  # replies: the sampler's logprob of each id
+    in_training: bool = True  # part of the training sequence
+    masked: bool = False  # in the sequence without loss
+
+    @property
+    def trained(self) -> bool:
+        return self.kind == "reply" and self.in_training and not self.masked
+
+
+class Conversation:
+    """One episode's segments and the messages they render (for the template's continuations)."""
+
+    def __init__(self, tokenizer: Tokenizer, opening: Sequence[Mapping[str, Any]],
+                 tools: Sequence[Mapping[str, Any]] | None = None):
+        self.tokenizer = tokenizer
+        self.tools = list(tools) if tools else None  # fixed for the episode: keeps prefixes stable
+        self.messages: list[dict[str, Any]] = [dict(m) for m in opening]
+        prompt = tokenizer.chat_ids(self.messages, self.tools, add_generation_prompt=True)
+        self.segments: list[Segment] = [Segment(prompt, "prompt")]
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(s.ids) for s in self.segments)
+
+    def add_reply(self, ids: Sequence[int], logprobs: Sequence[float], stopped: bool) -> str:
+        """Appends a sampled reply; one cut off before its stop token is closed with one (not
+        trained on: the policy did not produce it). Returns the reply's text."""
+        if len(ids) != len(logprobs):
+            raise ValueError(f"reply has {len(ids)} ids but {len(logprobs)} logprobs")
+        body = list(ids)
+        if stopped:
+            if not body or body[-1] not in self.tokenizer.stop_ids:
+                raise ValueError("a stopped reply must end with a stop token")
+            body = body[:-1]
+        text = self.tokenizer.decode(body)
+        self.segments.append(Segment(list(ids), "reply", list(logprobs)))
+        if not stopped:
+            self.segments.append(Segment([self.tokenizer.reply_end_id], "closing"))
+        self.messages.append({"role": "assistant", "content": text})
+        return text
+
+    def add_observations(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Appends what the environment answered and the next reply's header; returns the new ids
+        (what the sampler must be extended with)."""
+        ids = self.tokenizer.continuation_ids(self.messages, messages, self.tools)
+        self.messages.extend(dict(m) for m in messages)
+        self.segments.append(Segment(ids, "observation"))
+        return ids
+
+    def exclude(self, first: int, mode: str) -> None:
+        """Segments from `first` on, a failed attempt and its feedback: "mask" keeps them in the
+        training sequence without loss, "drop" leaves them out, "keep" changes nothing."""
+        for segment in self.segments[first:]:
+            if mode == "mask":
+                segment.masked = True
+            elif mode == "drop":
+                segment.in_training = False
+
+    def training_ids(self, upto: int | None = None) -> list[int]:
+        """The training sequence's ids, or those of the segments before index `upto`."""
+        return [t for s in self.segments[:upto] if s.in_training for t in s.ids]
+
+    def training_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(tokens, loss mask, sampler logprobs) of the training sequence; the mask is 1 exactly
+        on reply tokens, the logprobs 0 elsewhere."""
+        tokens, mask, logprobs = [], [], []
+        for s in self.segments:
+            if not s.in_training:
+                continue
+            tokens += s.ids
+            mask += [float(s.trained)] * len(s.ids)
+            logprobs += s.logprobs if s.trained else [0.0] * len(s.ids)
+        return (np.asarray(tokens, np.int32), np.asarray(mask, np.float32),
+                np.asarray(logprobs, np.float32))

@@ -1,0 +1,244 @@
+"""One BFCL episode under SEET: the policy's replies in, the next tokens to append out.
+
+Per reply: stage-2 interception (a call departing from the turn's ground truth is not executed and
+a corrective hint is shown), then the environment step, then the fast loop (a failed step may be
+retried within the stage's budget and probability; the decision is taken before the retry is
+counted), then the augmented environment's hint and the stage marker on error feedback. Turn
+verdicts, executed calls and every reply are logged for rewards, anchors and the slow loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from seetjax.envs.base import StepCode, StepResult
+from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
+from seetjax.envs.bfcl_data import BfclTask
+from seetjax.models.tokenizer import Tokenizer
+from seetjax.rollout.chat import Conversation
+from seetjax.sampling import Completion
+from seetjax.seet.anchors import state_key
+from seetjax.seet.config import StageConfig
+from seetjax.seet.curriculum import grant_retry
+from seetjax.seet.hints import step_hint
+from seetjax.seet.interception import intercept
+from seetjax.seet.records import StepView
+from seetjax.tools.calls import ParseError, ToolCall, parse_tool_calls
+from seetjax.tools.executor import ExecutionErrorKind
+
+_NOT_RUN = (ExecutionErrorKind.UNKNOWN_FUNCTION, ExecutionErrorKind.INVALID_ARGUMENTS)
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeLimits:
+    """Token caps: per reply, per turn (all replies of a turn), per tool observation, per
+    episode (the whole context)."""
+
+    max_reply_tokens: int = 256
+    max_turn_tokens: int = 1024
+    max_observation_tokens: int = 1024
+    max_episode_tokens: int = 8192
+
+
+@dataclasses.dataclass
+class TurnLog:
+    turn: int
+    state_key: str  # the state before the turn (see seet.anchors)
+    replies: list[StepView] = dataclasses.field(default_factory=list)
+    accepted: list[ToolCall] = dataclasses.field(default_factory=list)  # executed, turn order
+    tokens: int = 0
+    retries: int = 0
+    interceptions: int = 0
+    hints: int = 0
+    passed: bool | None = None  # None until judged
+    checked: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return self.passed is False
+
+
+class Episode:
+    """A task, one sample of it, its environment and conversation."""
+
+    def __init__(self, task: BfclTask, sample: int, tokenizer: Tokenizer, env_config: BfclEnvConfig,
+                 stage: StageConfig, progress: float, limits: EpisodeLimits, seed: int):
+        self.task, self.sample, self.stage, self.progress = task, sample, stage, progress
+        self.limits = limits
+        self.tokenizer = tokenizer
+        self.rng = random.Random(seed)
+        # Format errors end a turn only when no retry is granted: the decision is per reply.
+        self.env = BfclEnv(dataclasses.replace(env_config, format_error_ends_turn=False))
+        opening = self.env.reset(task)
+        self.conversation = Conversation(tokenizer, opening, self.env.tools)
+        self.executed: list[ToolCall] = []
+        self.turns: list[TurnLog] = [TurnLog(0, state_key([]))]
+        self.done = False
+        self.truncated = False
+
+    @property
+    def prompt(self) -> list[int]:
+        return self.conversation.segments[0].ids
+
+    @property
+    def call_format(self) -> str:
+        return self.env.config.resolved_call_format
+
+    def reply_budget(self) -> int:
+        """Tokens the next reply may have under the reply, turn and episode caps."""
+        turn_left = self.limits.max_turn_tokens - self.turns[-1].tokens
+        episode_left = self.limits.max_episode_tokens - self.conversation.num_tokens
+        return max(0, min(self.limits.max_reply_tokens, turn_left, episode_left))
+
+    def on_reply(self, completion: Completion) -> list[int] | None:
+        """Handles one sampled reply; returns the ids to append before the next reply, or None
+        when the episode is over."""
+        log = self.turns[-1]
+        log.tokens += len(completion.tokens)
+        stopped = completion.finish_reason == "stop"
+        first = len(self.conversation.segments)
+        text = self.conversation.add_reply(completion.tokens, completion.logprobs, stopped)
+        parsed = parse_tool_calls(text, self.call_format, self.env.executor.schemas,
+                                  self.env.config.max_message_chars)
+        calls = [] if isinstance(parsed, ParseError) else list(parsed)
+        view = StepView(first, tuple(completion.tokens), tuple(calls),
+                        format_error=isinstance(parsed, ParseError))
+
+        if (self.stage.interception and not isinstance(parsed, ParseError)
+                and log.interceptions < self.stage.interception_budget):
+            blocked = intercept(log.accepted, calls, self.task.ground_truth[self.env.turn],
+                                order_free=self.stage.order_free,
+                                reveal_arguments=self.stage.reveal_arguments)
+            if blocked is not None:
+                log.interceptions += 1
+                log.hints += 1
+                log.replies.append(dataclasses.replace(view, attempt=True))
+                feedback = [{"role": "tool", "content": self._feedback("", blocked.hint)}]
+                return self._next(feedback, attempt_from=first)
+
+        granted = False
+        snapshot = None
+        drop = self.stage.training_context == "drop"
+        if isinstance(parsed, ParseError):
+            granted = self._grant(log)
+            result = self.env.step(text, format_error_ends_turn=not granted)
+        else:
+            if drop and calls and log.retries < self.stage.retry_budget:
+                snapshot = self.env.snapshot()  # a dropped failure is undone: state matches context
+            result = self.env.step(text)
+            if result.code == StepCode.EXECUTION_ERROR:
+                granted = self._grant(log)
+        if granted and snapshot is not None:
+            self.env.restore(snapshot)
+        else:
+            self._log_executed(log, result)
+        log.replies.append(dataclasses.replace(view, attempt=granted))
+
+        observations = list(result.observations)
+        if result.code in (StepCode.FORMAT_ERROR, StepCode.EXECUTION_ERROR) and not result.turn_ended:
+            hint = step_hint(result, self.env.executor, self.call_format) if self.stage.augmented else None
+            log.hints += hint is not None
+            observations = self._decorate(observations, result, hint)
+        if result.verdicts:
+            self._judge(result)
+        elif log.tokens >= self.limits.max_turn_tokens and not result.done:
+            observations += self._end_turn_early()
+        if result.done or self.done:
+            self.done = True
+            return None
+        return self._next(observations, attempt_from=first if granted else None)
+
+    # ---------------------------------------------------------------- internals
+
+    def _grant(self, log: TurnLog) -> bool:
+        granted = grant_retry(self.stage, self.progress, log.retries, self.rng)
+        log.retries += granted
+        return granted
+
+    def _log_executed(self, log: TurnLog, result: StepResult) -> None:
+        for r in result.results:
+            if r.error not in _NOT_RUN:
+                self.executed.append(r.call)
+                log.accepted.append(r.call)
+
+    def _decorate(self, observations: list[dict[str, Any]], result: StepResult,
+                  hint: str | None) -> list[dict[str, Any]]:
+        """Marker and hint on the error messages of a failed step (the last one carries the hint)."""
+        failed = [i for i, o in enumerate(observations) if o.get("role") == "tool" and (
+            result.code == StepCode.FORMAT_ERROR or not result.results[i].ok)]
+        out = [dict(o) for o in observations]
+        for n, i in enumerate(failed):
+            out[i]["content"] = self._feedback(out[i]["content"], hint if n == len(failed) - 1
+                                               else None)
+        return out
+
+    def _feedback(self, raw: str, hint: str | None) -> str:
+        parts = [self.stage.marker()] if self.stage.feedback_marker else []
+        parts += [raw] if raw else []
+        parts += [f"Hint: {hint}"] if hint else []
+        return " ".join(parts)
+
+    def _judge(self, result: StepResult) -> None:
+        for verdict in result.verdicts:
+            log = next(t for t in self.turns if t.turn == verdict.turn)
+            log.passed, log.checked = verdict.passed, verdict.checked
+        if not result.done:
+            self.turns.append(TurnLog(self.env.turn, state_key(self.executed)))
+
+    def _end_turn_early(self) -> list[dict[str, Any]]:
+        """The turn's token budget is spent: the turn ends as if the model had stopped calling."""
+        result = self.env.step("")
+        self._judge(result)
+        self.done = result.done
+        return list(result.observations)
+
+    def _next(self, observations: Sequence[Mapping[str, Any]],
+              attempt_from: int | None) -> list[int] | None:
+        """Appends the observations; a failed attempt (its reply from segment `attempt_from` on,
+        and this feedback) is treated as the stage's training_context says."""
+        observations = [self._capped(m) for m in observations]
+        ids = self.conversation.add_observations(observations)
+        if attempt_from is not None:
+            self.conversation.exclude(attempt_from, self.stage.training_context)
+        if self.conversation.num_tokens >= self.limits.max_episode_tokens:
+            self._truncate()
+            return None
+        return ids
+
+    def _capped(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        """Caps a tool observation's content at max_observation_tokens."""
+        message = dict(message)
+        if message.get("role") != "tool":
+            return message
+        ids = self.tokenizer.encode(message["content"])
+        if len(ids) > self.limits.max_observation_tokens:
+            message["content"] = (self.tokenizer.decode(ids[:self.limits.max_observation_tokens])
+                                  + " ...[truncated]")
+        return message
+
+    def _truncate(self) -> None:
+        """The context is full: the episode ends; turns not judged yet fail."""
+        self.done = self.truncated = True
+        for log in self.turns:
+            if log.passed is None:
+                log.passed, log.checked = False, bool(self.task.ground_truth[log.turn])
+        judged = {t.turn for t in self.turns}
+        self.turns += [TurnLog(t, "", passed=False, checked=bool(self.task.ground_truth[t]))
+                       for t in range(self.task.num_turns) if t not in judged]
+
+    # ---------------------------------------------------------------- results
+
+    def progress_reward(self) -> float:
+        """EnvTuning's progress reward: passed turns / turns of the task (a turn never reached,
+        because the episode was cut short, counts as failed)."""
+        return sum(bool(t.passed) for t in self.turns) / self.task.num_turns
+
+    def stats(self) -> dict[str, int]:
+        return {"retries": sum(t.retries for t in self.turns),
+                "hints": sum(t.hints for t in self.turns),
+                "interceptions": sum(t.interceptions for t in self.turns),
+                "turns_passed": sum(bool(t.passed) for t in self.turns),
+                "truncated": int(self.truncated)}

@@ -1,0 +1,217 @@
+"""Batched multi-turn rollouts: B tasks x G samples, SEET's fast loop inside, slow loop after.
+
+Every live episode is advanced by one policy call per step (one sampler call for the whole batch);
+each reply is handled by its episode in a thread pool (tool execution, hints, interception);
+finished episodes drop out. Afterwards, verified-correct turns become anchors (peers within each
+task's group, the pool for later steps) and failed turns with an anchor become counterfactual
+records.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import jax
+import numpy as np
+
+from seetjax.envs.bfcl import BfclEnvConfig
+from seetjax.envs.bfcl_data import BfclTask
+from seetjax.models.tokenizer import Tokenizer
+from seetjax.rollout.episode import Episode, EpisodeLimits
+from seetjax.sampling import Completion, Sampler, SamplingParams
+from seetjax.seet.anchors import Anchor, AnchorPool, AnchorStep, choose_anchor
+from seetjax.seet.config import StageConfig
+from seetjax.seet.records import CounterfactualRecord, records_for_turn
+from seetjax.tools.calls import ToolCall
+
+
+class Policy(Protocol):
+    """Anything that continues token sequences: the rollout's one interface to a model."""
+
+    def start(self, prompts: Sequence[Sequence[int]]) -> None:
+        """New sequences, one per episode, row i = prompts[i]."""
+
+    def generate(self, rows: Sequence[int], chunks: Sequence[Sequence[int]],
+                 max_new_tokens: Sequence[int]) -> list[Completion]:
+        """Appends chunks[k] to sequence rows[k] (rows only ever shrink), then samples one reply
+        for each; replies end with a stop token ('stop') or at their limit ('length')."""
+
+
+class SamplerPolicy:
+    """The KV-cache sampler as a policy: one cached sequence per episode. Episodes of one task
+    share their prompt, which is prefilled once and copied."""
+
+    def __init__(self, sampler: Sampler, params: Any, sampling: SamplingParams,
+                 stop_ids: Sequence[int], rng: jax.Array):
+        self.sampler, self.params, self.sampling = sampler, params, sampling
+        self.stop_ids, self.rng = list(stop_ids), rng
+
+    def start(self, prompts: Sequence[Sequence[int]]) -> None:
+        unique: dict[tuple[int, ...], int] = {}
+        for p in prompts:
+            unique.setdefault(tuple(p), len(unique))
+        seqs = self.sampler.prefill(self.params, [list(p) for p in unique])
+        self.seqs = self.sampler.select(seqs, [unique[tuple(p)] for p in prompts])
+        self.rows = list(range(len(prompts)))
+
+    def generate(self, rows: Sequence[int], chunks: Sequence[Sequence[int]],
+                 max_new_tokens: Sequence[int]) -> list[Completion]:
+        if list(rows) != self.rows:
+            position = {r: i for i, r in enumerate(self.rows)}
+            self.seqs = self.sampler.select(self.seqs, [position[r] for r in rows])
+            self.rows = list(rows)
+        self.seqs = self.sampler.extend(self.params, self.seqs, chunks)
+        self.rng, key = jax.random.split(self.rng)
+        self.seqs, completions = self.sampler.generate(self.params, self.seqs, key,
+                                                       list(max_new_tokens), self.stop_ids,
+                                                       self.sampling)
+        return completions
+
+
+class ScriptedPolicy:
+    """Replies chosen by a function of the row (for tests and ground-truth replays): each reply
+    is the text's ids plus the stop token, with logprob 0."""
+
+    def __init__(self, tokenizer: Tokenizer, respond: Callable[[int], str]):
+        self.tokenizer, self.respond = tokenizer, respond
+
+    def start(self, prompts: Sequence[Sequence[int]]) -> None:
+        pass
+
+    def generate(self, rows: Sequence[int], chunks: Sequence[Sequence[int]],
+                 max_new_tokens: Sequence[int]) -> list[Completion]:
+        out = []
+        for row, limit in zip(rows, max_new_tokens):
+            ids = self.tokenizer.encode(self.respond(row)) + [self.tokenizer.reply_end_id]
+            ids = ids[:limit]
+            stopped = ids[-1:] == [self.tokenizer.reply_end_id]
+            out.append(Completion(ids, [0.0] * len(ids), "stop" if stopped else "length"))
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutConfig:
+    group_size: int = 4
+    env: BfclEnvConfig = BfclEnvConfig(prompt_style="compact")
+    limits: EpisodeLimits = EpisodeLimits()
+    num_threads: int = 8
+
+
+@dataclasses.dataclass
+class RolloutResult:
+    episodes: list[Episode]
+    records: list[CounterfactualRecord]
+    anchors_used: dict[str, int]
+
+    def rewards(self) -> np.ndarray:
+        return np.asarray([e.progress_reward() for e in self.episodes], np.float32)
+
+    def group_ids(self) -> np.ndarray:
+        index: dict[str, int] = {}
+        return np.asarray([index.setdefault(e.task.id, len(index)) for e in self.episodes],
+                          np.int32)
+
+    def stats(self) -> dict[str, float]:
+        """Means over episodes (reward, turn accuracy, format validity, SEET counters)."""
+        turns = [t for e in self.episodes for t in e.turns]
+        replies = [r for t in turns for r in t.replies]
+        per_episode = [e.stats() for e in self.episodes]
+        n = max(len(self.episodes), 1)
+        out = {"reward": float(self.rewards().mean()) if self.episodes else 0.0,
+               "turn_accuracy": sum(bool(t.passed) for t in turns) / max(len(turns), 1),
+               "format_validity": sum(not r.format_error for r in replies) / max(len(replies), 1),
+               "records": float(len(self.records))}
+        for key in ("retries", "hints", "interceptions", "truncated"):
+            out[key] = sum(s[key] for s in per_episode) / n
+        out.update({f"anchors_{k}": float(v) for k, v in self.anchors_used.items()})
+        return out
+
+
+class Rollout:
+    """Runs SEET episodes for a batch of tasks with a policy and keeps the anchor pool."""
+
+    def __init__(self, tokenizer: Tokenizer, config: RolloutConfig,
+                 pool: AnchorPool | None = None):
+        self.tokenizer, self.config = tokenizer, config
+        self.pool = pool if pool is not None else AnchorPool()
+        self._threads = concurrent.futures.ThreadPoolExecutor(config.num_threads)
+
+    def episodes(self, tasks: Sequence[BfclTask], stage: StageConfig, progress: float,
+                 seed: int) -> list[Episode]:
+        g = self.config.group_size
+        return [Episode(task, s, self.tokenizer, self.config.env, stage, progress,
+                        self.config.limits, seed=seed * 1_000_003 + i * g + s)
+                for i, task in enumerate(tasks) for s in range(g)]
+
+    def play(self, episodes: Sequence[Episode], policy: Policy) -> None:
+        """Advances every episode to its end, one policy call per step for all live ones."""
+        policy.start([e.prompt for e in episodes])
+        live = list(range(len(episodes)))
+        chunks: list[list[int]] = [[] for _ in episodes]
+        while live:
+            completions = policy.generate(live, [chunks[i] for i in live],
+                                          [episodes[i].reply_budget() for i in live])
+            answers = list(self._threads.map(lambda ic: episodes[ic[0]].on_reply(ic[1]),
+                                             zip(live, completions)))
+            still = []
+            for i, nxt in zip(live, answers):
+                if nxt is not None:
+                    chunks[i] = nxt
+                    still.append(i)
+            live = still
+
+    def slow_loop(self, episodes: Sequence[Episode], stage: StageConfig, step: int
+                  ) -> RolloutResult:
+        """Anchors from the verified-correct turns, records for failed turns, pool update."""
+        sources = [s for s, on in (("peer", stage.peer_anchors),
+                                   ("historical", stage.historical_anchors),
+                                   ("induced", stage.induced_anchors)) if on]
+        peers: dict[tuple[str, int, str], Anchor] = {}
+        for e in episodes:
+            for a in _anchors(e, step):
+                peers.setdefault(a.key, dataclasses.replace(
+                    a, source="peer" if a.source == "historical" else a.source))
+        records: list[CounterfactualRecord] = []
+        used = {s: 0 for s in ("peer", "historical", "induced")}
+        if stage.counterfactual:
+            for e in episodes:
+                for log in e.turns:
+                    if not log.failed or not log.replies:
+                        continue
+                    anchor = choose_anchor((e.task.id, log.turn, log.state_key), peers,
+                                           self.pool, step, sources)
+                    if anchor is None:
+                        continue
+                    found = records_for_turn(
+                        e.task.id, log.turn, e.sample, stage.stage, log.replies, anchor,
+                        e.conversation.training_ids, self._renderer(e), self.tokenizer.reply_end_id)
+                    used[anchor.source] += bool(found)
+                    records += found
+        for e in episodes:
+            for a in _anchors(e, step):
+                self.pool.add(a)
+        self.pool.evict_older_than(step)
+        return RolloutResult(list(episodes), records, used)
+
+    def __call__(self, tasks: Sequence[BfclTask], policy: Policy, stage: StageConfig,
+                 progress: float, step: int, seed: int) -> RolloutResult:
+        episodes = self.episodes(tasks, stage, progress, seed)
+        self.play(episodes, policy)
+        return self.slow_loop(episodes, stage, step)
+
+    def _renderer(self, episode: Episode) -> Callable[[Sequence[ToolCall]], list[int]]:
+        if episode.call_format == "hermes":
+            return lambda calls: self.tokenizer.encode("\n".join(c.to_hermes() for c in calls))
+        return lambda calls: self.tokenizer.encode(
+            "[" + ", ".join(c.to_python() for c in calls) + "]")
+
+
+def _anchors(episode: Episode, step: int) -> list[Anchor]:
+    """The episode's verified-correct turns as anchors (induced when interception helped)."""
+    return [Anchor(episode.task.id, log.turn, log.state_key,
+                   tuple(AnchorStep(r.calls, r.ids) for r in log.replies if not r.attempt),
+                   "induced" if log.interceptions else "historical", step)
+            for log in episode.turns if log.passed and log.replies]

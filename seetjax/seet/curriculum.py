@@ -1,0 +1,100 @@
+"""The SEET curriculum: which stage is active, its training progress, stage transitions, and the
+fast loop's retry decision.
+
+Progress is counted in training steps within the current stage, so stage 3's retry probability
+anneals over training, never over the turns of one episode. A stage ends after `max_steps`, or
+earlier once a metric reaches its threshold (after `min_steps`). The state is a small JSON dict for
+checkpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from seetjax.seet.config import StageConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class Transition:
+    """When to leave a stage: after `max_steps` training steps in it (also the length its retry
+    probability anneals over), or as soon as `metric` >= `threshold` once `min_steps` have run.
+    `max_steps=None` (last stage only): never."""
+
+    max_steps: int | None
+    metric: str | None = None
+    threshold: float | None = None
+    min_steps: int = 0
+
+    def __post_init__(self):
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"transition: max_steps must be >= 1 or None, got {self.max_steps}")
+        if (self.metric is None) != (self.threshold is None):
+            raise ValueError("transition: metric and threshold go together")
+
+
+def grant_retry(stage: StageConfig, progress: float, retries_used: int,
+                rng: random.Random) -> bool:
+    """The fast loop's decision for a failed step, taken BEFORE the attempt is counted: a retry is
+    possible while `retries_used < retry_budget` (a budget of 1 allows one retry), then happens with
+    the stage's annealed probability. The caller counts the retry only when it is granted."""
+    if retries_used >= stage.retry_budget:
+        return False
+    return rng.random() < stage.retry_probability(progress)
+
+
+class Curriculum:
+    """Stages in order, each with the transition that ends it."""
+
+    def __init__(self, stages: Sequence[StageConfig], transitions: Sequence[Transition]):
+        if len(stages) != len(transitions) or not stages:
+            raise ValueError(f"curriculum: {len(stages)} stages but {len(transitions)} transitions")
+        if any(t.max_steps is None and t.metric is None for t in transitions[:-1]):
+            raise ValueError("curriculum: only the last stage may last forever")
+        self.stages = tuple(stages)
+        self.transitions = tuple(transitions)
+        self.index = 0
+        self.steps_in_stage = 0
+        self.history: list[dict[str, Any]] = []  # one entry per stage change
+
+    @property
+    def stage(self) -> StageConfig:
+        return self.stages[self.index]
+
+    @property
+    def progress(self) -> float:
+        """Training progress of the current stage in [0, 1] (0 for a stage without max_steps)."""
+        max_steps = self.transitions[self.index].max_steps
+        return min(self.steps_in_stage / max_steps, 1.0) if max_steps else 0.0
+
+    def retry_probability(self) -> float:
+        return self.stage.retry_probability(self.progress)
+
+    def step(self, metrics: Mapping[str, float] | None = None) -> bool:
+        """Counts one training step; moves to the next stage when the current one is over.
+        Returns whether the stage changed."""
+        self.steps_in_stage += 1
+        t = self.transitions[self.index]
+        by_steps = t.max_steps is not None and self.steps_in_stage >= t.max_steps
+        by_metric = (t.metric is not None and metrics is not None and t.metric in metrics
+                     and self.steps_in_stage >= t.min_steps and metrics[t.metric] >= t.threshold)
+        if self.index + 1 >= len(self.stages) or not (by_steps or by_metric):
+            return False
+        self.history.append({"from_stage": self.stage.stage, "steps": self.steps_in_stage,
+                             "reason": "max_steps" if by_steps else t.metric})
+        self.index += 1
+        self.steps_in_stage = 0
+        return True
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "steps_in_stage": self.steps_in_stage,
+                "history": list(self.history)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if not 0 <= state["index"] < len(self.stages):
+            raise ValueError(f"curriculum state: stage index {state['index']} out of range")
+        self.index = int(state["index"])
+        self.steps_in_stage = int(state["steps_in_stage"])
+        self.history = list(state.get("history", []))

@@ -1,0 +1,141 @@
+"""FPLD: the first point of logical divergence between two tool-call sequences.
+
+Given the calls a failed trajectory made and the calls of a correct (anchor) trajectory, find the
+first position whose canonical calls differ and say how: a different tool (`tool_name`), the same
+tool with different arguments (`argument`, naming missing, extra and changed keys), a call the
+anchor does not make (`extra_call`) or one it makes that the failed sequence lacks
+(`missing_call`). Calls compare in canonical form: argument order does not matter, 1 == 1.0,
+tuples are lists, and strings are normalised as configured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from seetjax.tools.calls import ParseError, ToolCall, parse_python_calls
+from seetjax.tools.schema import ToolSchema
+
+DivergenceKind = Literal["tool_name", "argument", "extra_call", "missing_call"]
+StringNormalisation = Literal["exact", "strip", "casefold"]
+CallLike = ToolCall | str | Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Divergence:
+    """Where and how a failed call sequence first departs from its anchor."""
+
+    index: int
+    kind: DivergenceKind
+    failed: ToolCall | None  # the failed sequence's call at `index` (None: missing_call)
+    anchor: ToolCall | None  # the anchor's call at `index` (None: extra_call)
+    missing_keys: tuple[str, ...] = ()  # argument names the anchor passes and the failed call not
+    extra_keys: tuple[str, ...] = ()  # argument names only the failed call passes
+    changed_keys: tuple[str, ...] = ()  # passed by both, with different values
+
+    @property
+    def diagnosis(self) -> str:
+        """A one-sentence explanation, usable as a hint."""
+        where = f"call {self.index + 1}"
+        if self.kind == "tool_name":
+            return (f"{where} used `{self.failed.name}` where `{self.anchor.name}` was needed")
+        if self.kind == "extra_call":
+            return f"{where} (`{self.failed.name}`) is not needed: the request was already done"
+        if self.kind == "missing_call":
+            return f"{where} is missing: `{self.anchor.name}` still has to be called"
+        parts = []
+        if self.missing_keys:
+            parts.append("missing " + ", ".join(f"`{k}`" for k in self.missing_keys))
+        if self.extra_keys:
+            parts.append("unexpected " + ", ".join(f"`{k}`" for k in self.extra_keys))
+        if self.changed_keys:
+            parts.append("wrong value for " + ", ".join(f"`{k}`" for k in self.changed_keys))
+        return f"{where} to `{self.anchor.name}` has the right tool but {'; '.join(parts)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "kind": self.kind,
+                "failed": None if self.failed is None else self.failed.to_json(),
+                "anchor": None if self.anchor is None else self.anchor.to_json(),
+                "missing_keys": list(self.missing_keys), "extra_keys": list(self.extra_keys),
+                "changed_keys": list(self.changed_keys), "diagnosis": self.diagnosis}
+
+
+def as_call(call: CallLike, schemas: Mapping[str, ToolSchema] | None = None) -> ToolCall:
+    """A ToolCall from a ToolCall, a python-format string `f(a=1)` (positional arguments named
+    through `schemas`) or a dict `{"name": ..., "arguments": {...}}`."""
+    if isinstance(call, ToolCall):
+        if call.positional and schemas and call.name in schemas:
+            return as_call(call.to_python(), schemas)
+        return call
+    if isinstance(call, str):
+        parsed = parse_python_calls(call, schemas)
+        if isinstance(parsed, ParseError) or len(parsed) != 1:
+            raise ValueError(f"not one call: {call!r} ({parsed})")
+        return parsed[0]
+    if isinstance(call, Mapping):
+        function = call.get("function", call)
+        arguments = function.get("arguments", {})
+        if isinstance(arguments, str):
+            arguments = json.loads(arguments)
+        return ToolCall(str(function["name"]), dict(arguments))
+    raise TypeError(f"cannot read a tool call from {type(call).__name__}")
+
+
+def first_divergence(failed_calls: Sequence[CallLike], anchor_calls: Sequence[CallLike],
+                     schema: Mapping[str, ToolSchema] | None = None,
+                     strings: StringNormalisation = "exact") -> Divergence | None:
+    """The first position at which the canonical calls differ; None when the sequences agree.
+
+    `schema` (tool name -> ToolSchema) names positional arguments; `strings` normalises string
+    values before comparing ("strip": surrounding whitespace; "casefold": that and case).
+    """
+    failed = [as_call(c, schema) for c in failed_calls]
+    anchor = [as_call(c, schema) for c in anchor_calls]
+    for i, (f, a) in enumerate(zip(failed, anchor)):
+        if f.name != a.name:
+            return Divergence(i, "tool_name", f, a)
+        fa, aa = _keyed(f.args, strings), _keyed(a.args, strings)
+        fp, ap = _keyed(list(f.positional), strings), _keyed(list(a.positional), strings)
+        if fa != aa or fp != ap:
+            return Divergence(
+                i, "argument", f, a, missing_keys=tuple(sorted(set(aa) - set(fa))),
+                extra_keys=tuple(sorted(set(fa) - set(aa))),
+                changed_keys=tuple(sorted(k for k in set(fa) & set(aa) if fa[k] != aa[k])))
+    if len(failed) > len(anchor):
+        return Divergence(len(anchor), "extra_call", failed[len(anchor)], None)
+    if len(failed) < len(anchor):
+        return Divergence(len(failed), "missing_call", None, anchor[len(failed)])
+    return None
+
+
+def calls_match(a: CallLike, b: CallLike, schema: Mapping[str, ToolSchema] | None = None,
+                strings: StringNormalisation = "exact") -> bool:
+    return first_divergence([a], [b], schema, strings) is None
+
+
+def _keyed(values: Mapping[str, Any] | list[Any], strings: StringNormalisation) -> dict[Any, str]:
+    """Each argument (by name, or by position) as canonical JSON text: equal text, equal value.
+    Comparing text keeps True apart from 1, which Python's == would not."""
+    items = values.items() if isinstance(values, Mapping) else enumerate(values)
+    return {k: json.dumps(_normalised(v, strings), sort_keys=True, ensure_ascii=False)
+            for k, v in items}
+
+
+def _normalised(value: Any, strings: StringNormalisation) -> Any:
+    """Canonical JSON-like value: integral floats as ints (1.0 == 1), tuples as lists, strings
+    normalised."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        if strings == "strip":
+            return value.strip()
+        if strings == "casefold":
+            return value.strip().casefold()
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _normalised(v, strings) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalised(v, strings) for v in value]
+    return value

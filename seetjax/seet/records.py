@@ -1,0 +1,124 @@
+"""SEET's slow loop: counterfactual records from failed turns and their anchors.
+
+For a failed turn with an anchor, FPLD finds the first call where the failure departs from the
+anchor; the reply that made (or, for a missing call, failed to make) that call is the failed step.
+The record pairs it with the anchor step the policy should have produced instead, both after the
+same shared prefix (the failed episode's training sequence up to the failed step). Failed
+attempts that were retried or intercepted are negatives too: each whose calls depart from the
+anchor becomes a record against it. Records feed the counterfactual loss and
+`counterfactual_records.jsonl`; they never change a reward.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from seetjax.seet.anchors import Anchor
+from seetjax.seet.fpld import Divergence, first_divergence
+from seetjax.tools.calls import ToolCall
+
+
+@dataclasses.dataclass(frozen=True)
+class StepView:
+    """One reply of a failed turn, as the slow loop needs it."""
+
+    segment: int  # index of the reply's segment in the episode's conversation
+    ids: tuple[int, ...]  # the reply as generated
+    calls: tuple[ToolCall, ...]  # the calls it made (none: it ended the turn or did not parse)
+    attempt: bool = False  # a failed attempt that was retried or intercepted
+    format_error: bool = False  # it could not be parsed
+
+
+@dataclasses.dataclass(frozen=True)
+class CounterfactualRecord:
+    task_id: str
+    turn: int
+    sample: int
+    stage: int
+    prefix_ids: tuple[int, ...]
+    failed_ids: tuple[int, ...]
+    anchor_ids: tuple[int, ...]
+    divergence: Divergence
+    anchor_source: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "turn": self.turn, "sample": self.sample,
+                "stage": self.stage, "anchor_source": self.anchor_source,
+                "divergence": self.divergence.to_json(), "prefix_ids": list(self.prefix_ids),
+                "failed_ids": list(self.failed_ids), "anchor_ids": list(self.anchor_ids)}
+
+
+def anchor_step_ids(anchor: Anchor, index: int, render, stop_id: int) -> tuple[int, ...]:
+    """The reply the policy should produce where the failure's call `index` was due: the anchor's
+    own reply when it starts exactly at that call (or is the turn-ending reply), otherwise a reply
+    with the anchor's calls from `index` to the end of its step, rendered by `render` (calls ->
+    ids, without the stop token)."""
+    start = 0
+    for step in anchor.steps:
+        end = start + len(step.calls)
+        if index < end or (index == start and not step.calls):
+            if index == start:
+                return step.tokens
+            return tuple(render(step.calls[index - start:])) + (stop_id,)
+        start = end
+    return anchor.steps[-1].tokens
+
+
+def records_for_turn(task_id: str, turn: int, sample: int, stage: int, steps: Sequence[StepView],
+                     anchor: Anchor, prefix_of, render, stop_id: int
+                     ) -> list[CounterfactualRecord]:
+    """Records of one failed turn: the first divergent reply of the turn's own line, and every
+    failed attempt whose calls depart from the anchor. `prefix_of(segment)` gives the
+    training-sequence ids before a segment."""
+    kept = [s for s in steps if not s.attempt]
+    flat = [c for s in kept for c in s.calls]
+    records = []
+    divergence = first_divergence(flat, anchor.calls)
+    if divergence is not None and kept:
+        failed, first_call = _step_at(kept, divergence.index)
+        records.append(_record(task_id, turn, sample, stage, prefix_of(failed.segment), failed,
+                               anchor, divergence, first_call, render, stop_id))
+    for attempt in steps:
+        if not attempt.attempt:
+            continue
+        before = sum(len(s.calls) for s in kept if s.segment < attempt.segment)
+        expected = anchor.calls[before:before + max(len(attempt.calls), 1)]
+        d = first_divergence(attempt.calls, expected)
+        if d is not None:
+            d = dataclasses.replace(d, index=d.index + before)
+            records.append(_record(task_id, turn, sample, stage, prefix_of(attempt.segment),
+                                   attempt, anchor, d, before, render, stop_id))
+    return records
+
+
+def _step_at(steps: Sequence[StepView], call_index: int) -> tuple[StepView, int]:
+    """The reply holding call `call_index` (the turn-ending reply past the last call) and the
+    index of its first call."""
+    start = 0
+    for step in steps:
+        if call_index < start + len(step.calls):
+            return step, start
+        start += len(step.calls)
+    return steps[-1], start
+
+
+def _record(task_id, turn, sample, stage, prefix, failed: StepView, anchor: Anchor,
+            divergence: Divergence, first_call: int, render, stop_id) -> CounterfactualRecord:
+    return CounterfactualRecord(
+        task_id=task_id, turn=turn, sample=sample, stage=stage, prefix_ids=tuple(prefix),
+        failed_ids=failed.ids, anchor_ids=anchor_step_ids(anchor, first_call, render, stop_id),
+        divergence=divergence, anchor_source=anchor.source)
+
+
+def write_jsonl(records: Iterable[CounterfactualRecord], path: str | os.PathLike) -> int:
+    """Appends records to a JSONL file; returns how many."""
+    n = 0
+    with open(path, "a", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r.to_json()) + "\n")
+            n += 1
+    return n

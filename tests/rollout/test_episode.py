@@ -1,0 +1,106 @@
+"""One SEET episode: the fast loop, hints, markers, interception, context modes, token caps."""
+
+import numpy as np
+
+from seetjax.rollout.episode import EpisodeLimits
+from seetjax.seet.config import StageConfig
+from tests.rollout.conftest import calls_text
+
+AUGMENTED = StageConfig(stage=1, env_mode="augmented", retry_budget=1)
+STANDARD = StageConfig(stage=4, env_mode="standard", retry_budget=0, retry_probability_start=0.0,
+                       retry_probability_end=0.0)
+
+
+def feedback_texts(tokenizer, episode):
+    return [tokenizer.decode(s.ids) for s in episode.conversation.segments
+            if s.kind == "observation"]
+
+
+def test_format_error_is_retried_once_with_a_budget_of_one(play, task, tokenizer):
+    _, (e,) = play([task], AUGMENTED, [["[cd(folder=", "[cd(folder="]])
+    first = e.turns[0]
+    assert first.retries == 1
+    assert [r.format_error for r in first.replies] == [True, True]
+    assert [r.attempt for r in first.replies] == [True, False]  # only the first was retried
+    assert first.passed is False and e.turns[1].turn == 1  # the second one ended the turn
+    feedback = feedback_texts(tokenizer, e)[0]
+    assert feedback.startswith("\n<|im_start|>tool\n[stage 1 | augmented] Error: could not parse")
+    assert "Hint: Your message could not be read as tool calls" in feedback
+    assert "e.g. [" in feedback  # an example call of an available tool
+
+
+def test_execution_error_gets_a_state_hint_in_augmented_mode_only(play, task, tokenizer):
+    script = [["[cd(folder='nope')]"] + [calls_text(task.ground_truth[0])]]
+    _, (aug,) = play([task], AUGMENTED, script)
+    hint = feedback_texts(tokenizer, aug)[0]
+    assert "[stage 1 | augmented]" in hint and "Hint: You are in `/workspace`" in hint
+    assert "`document`" in hint  # the live directory contents
+    assert aug.turns[0].retries == 1 and aug.turns[0].hints == 1 and aug.turns[0].passed
+    _, (std,) = play([task], STANDARD, script)
+    raw = feedback_texts(tokenizer, std)[0]
+    assert "Hint:" not in raw and "[stage 4 | standard]" in raw and "No such" in raw
+    assert std.turns[0].retries == 0 and std.turns[0].hints == 0
+    no_marker = StageConfig(stage=4, env_mode="standard", feedback_marker=False)
+    _, (plain,) = play([task], no_marker, script)
+    assert "[stage" not in feedback_texts(tokenizer, plain)[0]
+
+
+def test_interception_passes_a_correct_prefix_and_blocks_a_wrong_call(play, task, tokenizer):
+    stage = StageConfig(stage=2, env_mode="augmented", interception=True)
+    script = [["[cd(folder='document')]", "[mkdir(dir_name='wrong')]", "Done.",
+               "[mkdir(dir_name='temp'), mv(source='final_report.pdf', destination='temp')]",
+               "Done."]]
+    _, (e,) = play([task], stage, script)
+    log = e.turns[0]
+    assert [r.attempt for r in log.replies] == [False, True, True, False, False]
+    assert log.interceptions == 2 and log.passed
+    assert [c.name for c in log.accepted] == ["cd", "mkdir", "mv"]
+    fs = e.env.executor.instances["GorillaFileSystem"]
+    assert "wrong" not in fs.ls()["current_directory_content"]  # the blocked call never ran
+    feedback = feedback_texts(tokenizer, e)
+    assert "wrong value for `dir_name`" in feedback[1] and "`mkdir`" in feedback[1]
+    assert "not finished yet: call `mkdir` next" in feedback[2]
+    assert "dir_name='temp'" not in feedback[1]  # arguments are not revealed by default
+
+
+def test_masks_cover_exactly_the_policy_tokens(play, task, tokenizer):
+    """Token in, token out: the training sequence is the template's rendering of the episode,
+    and the mask is 1 exactly on the replies (failed attempts masked in 'mask' mode)."""
+    script = [["[cd(folder='nope')]", calls_text(task.ground_truth[0])]]
+    _, (e,) = play([task], AUGMENTED, script)
+    tokens, mask, _ = e.conversation.training_arrays()
+    rendered = tokenizer.chat_ids(e.conversation.messages, e.conversation.tools)
+    assert tokens.tolist() + tokenizer.encode("\n") == rendered
+    expected = np.concatenate([np.full(len(s.ids), float(s.kind == "reply" and not s.masked))
+                               for s in e.conversation.segments])
+    np.testing.assert_array_equal(mask, expected)
+    replies = [s for s in e.conversation.segments if s.kind == "reply"]
+    assert replies[0].masked and not replies[1].masked  # the retried failure carries no loss
+    assert mask.sum() == sum(len(s.ids) for s in replies[1:])
+    assert all(tokens[mask > 0] != tokenizer.pad_id)
+
+
+def test_drop_mode_leaves_the_attempt_out_and_undoes_its_effects(play, task, tokenizer):
+    stage = StageConfig(stage=1, retry_budget=1, training_context="drop")
+    script = [["[mkdir(dir_name='x'), cd(folder='nope')]", calls_text(task.ground_truth[0])]]
+    _, (e,) = play([task], stage, script)
+    assert "x" not in e.env.executor.instances["GorillaFileSystem"].root.contents
+    assert e.turns[0].passed and [c.name for c in e.turns[0].accepted] == ["cd", "mkdir", "mv"]
+    tokens, mask, _ = e.conversation.training_arrays()
+    assert "nope" not in tokenizer.decode(tokens)  # neither the attempt nor its feedback
+    _, (kept,) = play([task], StageConfig(stage=1, retry_budget=1, training_context="keep"),
+                      script)
+    assert "x" in kept.env.executor.instances["GorillaFileSystem"].root.contents
+    assert "nope" in tokenizer.decode(kept.conversation.training_arrays()[0])
+
+
+def test_turn_token_cap_ends_the_turn_and_episode_cap_truncates(play, task):
+    call = "[pwd()]"
+    _, (e,) = play([task], STANDARD, [[call] * 50], limits=EpisodeLimits(max_turn_tokens=40))
+    assert e.turns[0].tokens >= 40 and e.turns[0].passed is False
+    assert len(e.turns[0].replies) < 50
+    _, (cut,) = play([task], STANDARD, [[call] * 200],
+                     limits=EpisodeLimits(max_turn_tokens=10_000, max_episode_tokens=900))
+    assert cut.truncated and cut.conversation.num_tokens >= 900
+    assert len(cut.turns) == task.num_turns and all(t.passed is False for t in cut.turns)
+    assert cut.progress_reward() == 0.0

@@ -1,0 +1,93 @@
+"""Batched rollouts: peers and historical anchors, counterfactual records, the sampler policy."""
+
+import jax
+from flax import nnx
+
+from seetjax.envs.bfcl import BfclEnvConfig
+from seetjax.models.hf import load_hf_checkpoint
+from seetjax.rollout.episode import EpisodeLimits
+from seetjax.rollout.loop import Rollout, RolloutConfig, SamplerPolicy
+from seetjax.sampling import Sampler, SamplingParams
+from seetjax.seet.config import StageConfig, default_stages
+from tests.rollout.conftest import calls_text
+
+STAGE3 = default_stages()[2]
+
+
+def replay(task, skip_turn=None):
+    """Ground-truth replies turn by turn; `skip_turn` ends that turn without calling."""
+    script = []
+    for t, calls in enumerate(task.ground_truth):
+        if calls and t != skip_turn:
+            script.append(calls_text(calls))
+        script.append("Done.")
+    return script
+
+
+def test_a_group_with_one_success_yields_peer_records(play, task, tokenizer):
+    rollout, episodes = play([task], STAGE3, [replay(task), replay(task, skip_turn=1)],
+                             group_size=2)
+    good, bad = episodes
+    assert all(t.passed for t in good.turns)
+    assert bad.turns[1].passed is False and bad.turns[0].passed
+    result = rollout.slow_loop(episodes, STAGE3, step=7)
+    records = [r for r in result.records if r.turn == 1]
+    assert len(records) == 1 and result.anchors_used["peer"] >= 1
+    r = records[0]
+    assert (r.sample, r.anchor_source, r.divergence.kind, r.divergence.index) == (
+        1, "peer", "missing_call", 0)
+    assert r.divergence.anchor == task.ground_truth[1][0]
+    # the failed step is the reply that ended turn 1; the anchor step is the peer's own reply
+    assert tokenizer.decode(r.failed_ids) == "Done.<|im_end|>"
+    peer_reply = next(s for s in good.turns[1].replies)
+    assert r.anchor_ids == peer_reply.ids
+    # the shared prefix is the failed episode's training sequence up to that reply
+    assert tokenizer.decode(r.prefix_ids).endswith(
+        task.turns[1][0]["content"] + "<|im_end|>\n<|im_start|>assistant\n")
+    assert r.to_json()["divergence"]["kind"] == "missing_call"
+    assert result.rewards().tolist() == [1.0, bad.progress_reward()]
+    assert result.group_ids().tolist() == [0, 0]
+    stats = result.stats()
+    assert stats["turn_accuracy"] < 1.0 and stats["format_validity"] == 1.0
+
+
+def test_historical_anchors_serve_later_steps_and_records_never_touch_rewards(play, task):
+    rollout, first = play([task], STAGE3, [replay(task)])
+    rollout.slow_loop(first, STAGE3, step=1)
+    assert rollout.pool.counts()["historical"] == task.num_turns
+    _, later = play([task], STAGE3, [replay(task, skip_turn=1)], rollout=rollout)
+    result = rollout.slow_loop(later, STAGE3, step=2)
+    assert [r.anchor_source for r in result.records] == ["historical"]
+    assert result.rewards().tolist() == [later[0].progress_reward()]
+    no_history = StageConfig(stage=3, env_mode="standard", historical_anchors=False)
+    _, again = play([task], no_history, [replay(task, skip_turn=1)], rollout=rollout)
+    assert rollout.slow_loop(again, no_history, step=3).records == []
+
+
+def test_induced_anchor_from_interception(play, task):
+    stage2 = default_stages()[1]
+    rollout, episodes = play([task], stage2, [["[cd(folder='wrong')]"] + replay(task)])
+    assert episodes[0].turns[0].interceptions == 1 and episodes[0].turns[0].passed
+    rollout.slow_loop(episodes, stage2, step=1)
+    assert rollout.pool.counts()["induced"] == 1  # turn 0 needed interception
+    anchor = rollout.pool.lookup(task.id, 0, episodes[0].turns[0].state_key, now=1,
+                                 sources=["induced"])
+    assert [c.name for c in anchor.calls] == ["cd", "mkdir", "mv"]
+
+
+def test_sampler_policy_runs_episodes_with_the_embedded_model(embedded_dir, tokenizer, task):
+    model = load_hf_checkpoint(embedded_dir)
+    sampler = Sampler(model, pad_id=tokenizer.pad_id)
+    policy = SamplerPolicy(sampler, nnx.state(model), SamplingParams(temperature=1.0),
+                           tokenizer.stop_ids, jax.random.key(0))
+    rollout = Rollout(tokenizer, RolloutConfig(
+        group_size=2, env=BfclEnvConfig(prompt_style="compact"),
+        limits=EpisodeLimits(max_reply_tokens=8, max_turn_tokens=24, max_episode_tokens=4096)))
+    result = rollout([task], policy, STAGE3, progress=0.0, step=0, seed=0)
+    assert len(result.episodes) == 2 and all(e.done for e in result.episodes)
+    for e in result.episodes:
+        tokens, mask, logprobs = e.conversation.training_arrays()
+        assert mask.sum() > 0 and (logprobs[mask > 0] < 0).all()
+        assert (logprobs[mask == 0] == 0).all()
+        assert len(e.turns) == task.num_turns  # every turn was reached or judged
+    assert sampler.compile_count() <= 8

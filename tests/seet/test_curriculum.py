@@ -1,0 +1,84 @@
+"""Stages, annealing, transitions and the fast loop's retry decision."""
+
+import random
+
+import pytest
+
+from seetjax.seet.config import StageConfig, default_stages
+from seetjax.seet.curriculum import Curriculum, Transition, grant_retry
+
+
+def test_default_stages_follow_the_method():
+    s1, s2, s3, s4 = default_stages()
+    assert s1.augmented and s1.retry_budget >= 2 and not s1.interception
+    assert s2.augmented and s2.interception
+    assert not s3.augmented and (s3.retry_probability(0.0), s3.retry_probability(1.0)) == (1.0, 0.2)
+    assert not s4.augmented and s4.retry_budget == 0
+    assert not s1.peer_anchors and not s2.peer_anchors and s3.peer_anchors
+
+
+def test_a_budget_of_one_allows_exactly_one_retry():
+    """The decision comes before the retry is counted (counting first never retried)."""
+    stage = StageConfig(stage=1, retry_budget=1)
+    rng = random.Random(0)
+    used = 0
+    decisions = []
+    for _ in range(3):
+        granted = grant_retry(stage, 0.0, used, rng)
+        used += granted
+        decisions.append(granted)
+    assert decisions == [True, False, False] and used == 1
+    assert not grant_retry(StageConfig(stage=4, retry_budget=0), 0.0, 0, rng)
+
+
+def test_retry_probability_is_used():
+    stage = StageConfig(stage=3, retry_budget=1, retry_probability_start=1.0,
+                        retry_probability_end=0.2)
+    rng = random.Random(1)
+    rate = sum(grant_retry(stage, 1.0, 0, rng) for _ in range(4000)) / 4000
+    assert abs(rate - 0.2) < 0.03
+    assert stage.retry_probability(0.5) == pytest.approx(0.6)
+    assert stage.retry_probability(3.0) == pytest.approx(0.2)  # clipped progress
+
+
+def test_annealing_follows_training_steps_and_transitions():
+    stages = default_stages()
+    c = Curriculum(stages, [Transition(2), Transition(1), Transition(10), Transition(None)])
+    assert c.stage.stage == 1
+    assert not c.step() and c.step() and c.stage.stage == 2
+    assert c.step() and c.stage.stage == 3
+    probabilities = [c.retry_probability()]
+    for _ in range(5):
+        c.step()
+        probabilities.append(c.retry_probability())
+    assert probabilities == pytest.approx([1.0, 0.92, 0.84, 0.76, 0.68, 0.6])
+    for _ in range(5):
+        c.step()
+    assert c.stage.stage == 4 and c.retry_probability() == 0.0
+    assert [h["from_stage"] for h in c.history] == [1, 2, 3]
+
+
+def test_metric_threshold_transition_and_state_round_trip():
+    stages = default_stages()[:2]
+    c = Curriculum(stages, [Transition(100, metric="format_validity", threshold=0.9, min_steps=2),
+                            Transition(None)])
+    assert not c.step({"format_validity": 0.95})  # before min_steps
+    assert c.step({"format_validity": 0.95})
+    assert c.history[-1]["reason"] == "format_validity"
+    fresh = Curriculum(stages, [Transition(100), Transition(None)])
+    fresh.load_state_dict(c.state_dict())
+    assert (fresh.index, fresh.steps_in_stage, fresh.history) == (1, 0, c.history)
+
+
+@pytest.mark.parametrize("kw,field", [(dict(env_mode="loud"), "env_mode"),
+                                      (dict(retry_budget=-1), "retry_budget"),
+                                      (dict(retry_probability_end=1.5), "retry_probability_end"),
+                                      (dict(training_context="all"), "training_context")])
+def test_bad_stage_fields_are_named(kw, field):
+    with pytest.raises(ValueError, match=field):
+        StageConfig(stage=1, **kw)
+
+
+def test_only_the_last_stage_may_last_forever():
+    with pytest.raises(ValueError, match="last stage"):
+        Curriculum(default_stages()[:2], [Transition(None), Transition(None)])
