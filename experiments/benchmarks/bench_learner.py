@@ -1,0 +1,189 @@
+"""Learner throughput: seetjax's jitted GRPO update vs the same update in PyTorch, side by side.
+
+Same random tiny Qwen2 weights (PRESETS['tiny-qwen2']), same batch (8 x 512: a 256-token prompt
+and a 256-token completion per row, groups of 4), same objective (token log-probs, GRPO group
+advantages, clipped-ratio loss with token-mean, global-norm clipping, AdamW), in one process;
+rounds alternate between the two so machine load hits both alike. The first update's loss is
+compared as a check that both compute the same thing. Prints tokens/s of each, their ratio and
+seetjax's MFU against a measured fp32 matmul peak, and appends a row to BENCHMARKS.md.
+
+    python experiments/benchmarks/bench_learner.py [--rows 8 --length 512 --rounds 5]
+
+On a GPU: `--preset qwen2.5-1.5b --dtype bfloat16 --no-torch` reports the MFU of a bf16 update
+against the device's peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from seetjax.batch import TokenSequences, TrajectoryBatch
+from seetjax.learner import create_learner, learner_config
+from seetjax.models import PRESETS, Transformer
+from seetjax.models.hf import save_hf_checkpoint
+
+sys.path.insert(0, os.path.dirname(__file__))
+from report import add_row, cpu_machine  # noqa: E402
+
+TITLE = "Learner: GRPO update, seetjax vs PyTorch (bench_learner.py)"
+COLUMNS = ["date", "machine", "setting", "seetjax tok/s", "pytorch tok/s", "speed-up",
+           "seetjax MFU", "first-update loss difference"]
+CLIP, LR, MAX_NORM, EPS = 0.2, 1e-5, 1.0, 1e-6
+
+
+def make_batch(rows: int, length: int, vocab: int, group: int = 4, seed: int = 0) -> dict:
+    rng = np.random.RandomState(seed)
+    prompt = length // 2
+    tokens = rng.randint(0, vocab, (rows, length)).astype(np.int32)
+    mask = np.zeros((rows, length), np.float32)
+    mask[:, prompt:] = 1.0
+    return dict(tokens=tokens, mask=mask, old=np.where(mask > 0, -rng.rand(rows, length) * 0.1 - 8.9,
+                                                       0).astype(np.float32),
+                rewards=rng.randint(0, 2, rows).astype(np.float32),
+                groups=(np.arange(rows) // group).astype(np.int32))
+
+
+def seetjax_update(model: Transformer, data: dict):
+    config = learner_config({"algorithm": "grpo", "loss": {"kl_coef": 0.0,
+                                                           "aggregation": "token-mean"},
+                             "advantage": {"eps": EPS},
+                             "optimizer": {"learning_rate": LR, "max_grad_norm": MAX_NORM}})
+    learner, state = create_learner(model, config, mesh=None)
+    rows, length = data["tokens"].shape
+    seqs = TokenSequences(tokens=data["tokens"], positions=np.tile(np.arange(length), (rows, 1)),
+                          segment_ids=np.ones((rows, length), np.int32), loss_mask=data["mask"])
+    batch = TrajectoryBatch(sequences=seqs, old_logprobs=data["old"], rewards=data["rewards"],
+                            group_ids=data["groups"])
+    box = {"state": state}
+
+    def run() -> dict:
+        box["state"], metrics = learner.update(box["state"], batch)
+        return metrics
+
+    return run
+
+
+def torch_update(hf_dir: str, data: dict):
+    import torch
+    import transformers
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8,
+                                  weight_decay=0.0)
+    tokens = torch.from_numpy(data["tokens"]).long()
+    mask = torch.from_numpy(data["mask"])[:, 1:]
+    old = torch.from_numpy(data["old"])[:, 1:]
+    rewards, groups = torch.from_numpy(data["rewards"]), torch.from_numpy(data["groups"]).long()
+    same = (groups[:, None] == groups[None, :]).float()
+    count = same.sum(1)
+    mean = same @ rewards / count
+    std = torch.sqrt((same * (rewards[None, :] - mean[:, None]) ** 2).sum(1) / (count - 1))
+    advantages = ((rewards - mean) / (std + EPS))[:, None]
+
+    def run() -> dict:
+        logits = model(input_ids=tokens).logits[:, :-1].float()
+        picked = logits.gather(-1, tokens[:, 1:, None])[..., 0]
+        logprobs = picked - torch.logsumexp(logits, dim=-1)
+        ratio = torch.exp(logprobs - old)
+        per_token = torch.maximum(-advantages * ratio,
+                                  -advantages * torch.clamp(ratio, 1 - CLIP, 1 + CLIP))
+        loss = (per_token * mask).sum() / mask.sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
+        optimizer.step()
+        return {"loss": loss.item()}
+
+    return run
+
+
+def timed(run) -> tuple[float, dict]:
+    start = time.perf_counter()
+    metrics = run()
+    return time.perf_counter() - start, metrics
+
+
+def matmul_peak(n: int = 2048, dtype=jnp.float32) -> float:
+    """Measured FLOP/s of a jitted n^3 matmul on the default device (the CPU 'peak' for MFU)."""
+    a = jnp.ones((n, n), dtype)
+    f = jax.jit(lambda x: x @ x)
+    f(a).block_until_ready()
+    best = min(timed(lambda: f(a).block_until_ready())[0] for _ in range(5))
+    return 2 * n ** 3 / best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--preset", default="tiny-qwen2")
+    parser.add_argument("--rows", type=int, default=8)
+    parser.add_argument("--length", type=int, default=512)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--dtype", default="float32", help="compute dtype of the seetjax model")
+    parser.add_argument("--no-torch", action="store_true")
+    parser.add_argument("--no-record", action="store_true", help="print only")
+    args = parser.parse_args()
+
+    cfg = PRESETS[args.preset].replace(dtype=args.dtype)
+    model = Transformer(cfg, rngs=nnx.Rngs(0))
+    data = make_batch(args.rows, args.length, cfg.vocab_size)
+    tokens = args.rows * args.length
+    ours = seetjax_update(model, data)
+    theirs = torch_first = None
+    if not args.no_torch:
+        with tempfile.TemporaryDirectory() as hf_dir:
+            save_hf_checkpoint(model, hf_dir)
+            theirs = torch_update(hf_dir, data)
+    # First updates: compile / warm up, and check both compute the same loss on the same weights.
+    _, first = timed(ours)
+    compile_s = first["step_seconds"]
+    line = f"first update: seetjax loss {first['loss']:.6f} (incl. compile {compile_s:.1f}s)"
+    if theirs is not None:
+        torch_first = theirs()["loss"]
+        line += f", torch loss {torch_first:.6f}, |diff| {abs(first['loss'] - torch_first):.2e}"
+    print(line)
+    ours_s, theirs_s, mfu = [], [], []
+    for _ in range(args.rounds):
+        seconds, metrics = timed(ours)
+        ours_s.append(seconds)
+        mfu.append(metrics.get("mfu"))
+        if theirs is not None:
+            theirs_s.append(timed(theirs)[0])
+    jax_tps = tokens / statistics.median(ours_s)
+    print(f"seetjax: {jax_tps:,.0f} tokens/s (median of {args.rounds})")
+    device = jax.devices()[0]
+    if device.platform == "cpu":
+        peak = matmul_peak()
+        model_flops = 3 * cfg.flops_per_token(args.length) * tokens
+        mfu_text = (f"{model_flops / statistics.median(ours_s) / peak:.0%} of "
+                    f"{peak / 1e9:.0f} GFLOP/s measured fp32 matmul")
+    else:
+        mfu_text = f"{statistics.median(mfu):.1%} of {device.device_kind} bf16 peak"
+    print(f"seetjax MFU: {mfu_text}")
+    row = [datetime.date.today().isoformat(),
+           cpu_machine() if device.platform == "cpu" else device.device_kind,
+           f"{args.preset} {cfg.dtype}, batch {args.rows} x {args.length}, median of "
+           f"{args.rounds} alternating rounds, load {os.getloadavg()[0]:.1f}",
+           f"{jax_tps:,.0f}", "-", "-", mfu_text, "-"]
+    if theirs is not None:
+        torch_tps = tokens / statistics.median(theirs_s)
+        print(f"pytorch: {torch_tps:,.0f} tokens/s; seetjax / pytorch = {jax_tps / torch_tps:.2f}x")
+        row[4:6] = [f"{torch_tps:,.0f}", f"{jax_tps / torch_tps:.2f}x"]
+        row[7] = f"{abs(first['loss'] - torch_first):.1e}"
+    if not args.no_record:
+        add_row(TITLE, COLUMNS, row)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""`TrajectoryBatch`: the one contract between the Python rollout side and the jitted learner.
+
+Arrays only, static shapes, a pytree (`flax.struct`): rollout writes it, the learner reads it, and
+neither imports the other. B rows (one trajectory per row for RL), T tokens per row, P preference
+pairs of Tp tokens each. The rollout pads B and T to a few bucketed sizes; every distinct shape (and
+every distinct set of present optional fields) compiles the learner's step once.
+
+Alignment: every per-token array is aligned with `tokens`. Entry t belongs to token t, which the
+model predicts from tokens [0, t) of its segment, so t = 0 (and every segment start) never carries
+a loss. Padding is segment id 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+Array = jax.Array
+
+
+@struct.dataclass
+class TokenSequences:
+    """Token rows as the model consumes them.
+
+    tokens:      [N, T] int32  token ids (padding: any id, conventionally the pad id)
+    positions:   [N, T] int32  position of each token within its segment (RoPE)
+    segment_ids: [N, T] int32  0 = padding; equal non-zero ids attend to each other causally
+                                (one trajectory per row uses 1; packed SFT rows use 1, 2, ...)
+    loss_mask:   [N, T] f32    1.0 on tokens the policy generated (or, for SFT, the targets),
+                                0.0 on prompts, tool outputs, hints and padding
+    """
+
+    tokens: Array
+    positions: Array
+    segment_ids: Array
+    loss_mask: Array
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.tokens.shape)
+
+    @classmethod
+    def from_rows(cls, tokens: Sequence[Sequence[int]], loss_masks: Sequence[Sequence[float]],
+                  length: int, pad_id: int = 0) -> TokenSequences:
+        """Right-pads one trajectory per row to `length` (numpy arrays: cheap to build on the
+        host, placed on devices by the learner)."""
+        n = len(tokens)
+        out_tokens = np.full((n, length), pad_id, np.int32)
+        positions = np.zeros((n, length), np.int32)
+        segments = np.zeros((n, length), np.int32)
+        masks = np.zeros((n, length), np.float32)
+        for i, (row, mask) in enumerate(zip(tokens, loss_masks, strict=True)):
+            if len(row) != len(mask) or len(row) > length:
+                raise ValueError(f"row {i}: {len(row)} tokens, {len(mask)} mask entries, "
+                                 f"length {length}")
+            out_tokens[i, :len(row)] = row
+            positions[i, :len(row)] = np.arange(len(row))
+            segments[i, :len(row)] = 1
+            masks[i, :len(row)] = mask
+        return cls(tokens=out_tokens, positions=positions, segment_ids=segments, loss_mask=masks)
+
+
+@struct.dataclass
+class PreferencePairs:
+    """P pairs of sequences, `chosen` preferred to `rejected`.
+
+    For SEET's slow loop (the counterfactual loss) chosen is the anchor step and rejected the
+    failed step, both written after the same shared failing prefix; their loss masks cover only
+    the step's own tokens, so prefix tokens never count.
+
+    chosen, rejected: TokenSequences of shape [P, Tp]
+    weights:          [P] f32   per-pair weight; 0.0 marks a padding pair
+    ref_chosen:       [P] f32   optional: reference-model log-likelihood of chosen's masked tokens
+    ref_rejected:     [P] f32   optional: the same for rejected (computed in-step when absent)
+    """
+
+    chosen: TokenSequences
+    rejected: TokenSequences
+    weights: Array
+    ref_chosen: Array | None = None
+    ref_rejected: Array | None = None
+
+
+@struct.dataclass
+class TrajectoryBatch:
+    """Everything the learner's step consumes. Which fields must be present depends on the loss
+    terms configured (the learner validates this before compiling and names a missing field).
+
+    sequences:     TokenSequences [B, T]  the trajectories (or SFT dialogs)
+    old_logprobs:  [B, T] f32  logprob of each generated token under the sampler that drew it
+                               (`sample_next_token`'s output: softmax(logits / temperature));
+                               0.0 where loss_mask is 0
+    ref_logprobs:  [B, T] f32  optional: logprobs under the frozen reference policy (KL);
+                               computed in-step from the reference parameters when absent
+    rewards:       [B] f32     optional: one scalar reward per trajectory
+    group_ids:     [B] int32   optional: rows with equal ids were sampled for the same task
+                               (GRPO / RLOO groups); any integers
+    advantages:    [B] f32     optional: precomputed per-trajectory advantages; when present the
+                               configured estimator is not run
+    old_values:    [B, T] f32  optional: value estimates of the behaviour policy (PPO); computed
+                               in-step before the update when absent
+    pairs:         PreferencePairs or None: DPO pairs or SEET counterfactual pairs
+
+    A row whose segment ids are all 0 is a padding row: it counts in no loss, group or metric.
+    """
+
+    sequences: TokenSequences | None = None
+    old_logprobs: Array | None = None
+    ref_logprobs: Array | None = None
+    rewards: Array | None = None
+    group_ids: Array | None = None
+    advantages: Array | None = None
+    old_values: Array | None = None
+    pairs: PreferencePairs | None = None
+
+
+def row_mask(sequences: TokenSequences) -> Array:
+    """[N] f32: 1.0 for rows holding at least one real token."""
+    return jnp.any(sequences.segment_ids != 0, axis=-1).astype(jnp.float32)
+
+
+def target_mask(sequences: TokenSequences) -> Array:
+    """[N, T] f32: the loss mask restricted to tokens that have a predecessor in their segment
+    (a segment's first token is never predicted)."""
+    seg = sequences.segment_ids
+    has_prev = jnp.concatenate([jnp.zeros_like(seg[:, :1], bool), seg[:, 1:] == seg[:, :-1]],
+                               axis=1) & (seg != 0)
+    return sequences.loss_mask.astype(jnp.float32) * has_prev

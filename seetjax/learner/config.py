@@ -1,0 +1,210 @@
+"""Learner configuration: frozen, validated dataclasses (static under jit), built by algorithm name.
+
+    cfg = learner_config({"algorithm": "dapo", "optimizer": {"learning_rate": 1e-6},
+                          "counterfactual_weight": 0.1})
+
+`learner_config` takes the nested mapping of an ml_collections `config.learner` section (or a plain
+dict): the algorithm preset first, then the overrides; an unknown or invalid field fails with its
+name before anything compiles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from seetjax import losses
+from seetjax.losses.registry import build_dataclass
+from seetjax.models.lora import LoRAConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class LossTerm:
+    """One weighted term of the objective: a registered loss and its config."""
+
+    name: str
+    weight: float = 1.0
+    config: Any = None  # None: the registered config class's defaults
+
+    def __post_init__(self):
+        spec = losses.get(self.name)
+        if self.config is None:
+            object.__setattr__(self, "config", spec.config_cls())
+        if not isinstance(self.config, spec.config_cls):
+            raise ValueError(f"LossTerm {self.name!r}: config must be a {spec.config_cls.__name__}")
+        if self.weight < 0:
+            raise ValueError(f"LossTerm {self.name!r}: weight={self.weight} must be >= 0")
+
+    @property
+    def needs_reference(self) -> bool:
+        return getattr(self.config, "needs_reference", False)
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+    """AdamW (Loshchilov & Hutter 2019) after global-norm clipping, linear warmup to
+    `learning_rate` then cosine decay to `final_lr_fraction` of it over `decay_steps`
+    (0: constant after warmup). Weight decay skips vectors (norm scales, biases)."""
+
+    learning_rate: float = 1e-6
+    warmup_steps: int = 0
+    decay_steps: int = 0
+    final_lr_fraction: float = 0.0
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0  # 0: no clipping
+
+    def __post_init__(self):
+        for name in ("learning_rate", "warmup_steps", "decay_steps", "weight_decay",
+                     "max_grad_norm", "eps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"OptimizerConfig.{name}={getattr(self, name)}: must be >= 0")
+        if not 0 <= self.final_lr_fraction <= 1:
+            raise ValueError(f"OptimizerConfig.final_lr_fraction={self.final_lr_fraction}: "
+                             "must be in [0, 1]")
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerConfig:
+    """losses: the objective's terms; advantage/advantage_config: the estimator run on rewards
+    (None for SFT/DPO); mini_batches: optimizer updates per batch (PPO epochs over one rollout
+    batch); micro_batches: gradient-accumulation steps per update; temperature: the sampler's (the
+    learner scores tokens under softmax(logits / temperature)); logprob_chunk: sequence chunk of
+    the LM head (0: whole rows); mesh: (data, fsdp, tensor) sizes, one may be -1; lora: adapters
+    instead of full fine-tuning; peak_flops_per_device: for MFU (0: looked up by device kind)."""
+
+    losses: tuple[LossTerm, ...]
+    advantage: str | None = None
+    advantage_config: Any = None
+    optimizer: OptimizerConfig = OptimizerConfig()
+    mini_batches: int = 1
+    micro_batches: int = 1
+    temperature: float = 1.0
+    logprob_chunk: int = 0
+    mesh: tuple[int, int, int] = (-1, 1, 1)
+    lora: LoRAConfig | None = None
+    peak_flops_per_device: float = 0.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "losses", tuple(self.losses))
+        object.__setattr__(self, "mesh", tuple(self.mesh))
+        if not self.losses:
+            raise ValueError("LearnerConfig.losses: at least one loss term is needed")
+        names = [t.name for t in self.losses]
+        if len(set(names)) != len(names):
+            raise ValueError(f"LearnerConfig.losses={names}: a loss appears twice")
+        if self.advantage is not None:
+            spec = losses.get(self.advantage, kind="advantage")
+            if self.advantage_config is None:
+                object.__setattr__(self, "advantage_config", spec.config_cls())
+            if not isinstance(self.advantage_config, spec.config_cls):
+                raise ValueError(f"LearnerConfig.advantage_config must be a "
+                                 f"{spec.config_cls.__name__} for advantage {self.advantage!r}")
+        for name in ("mini_batches", "micro_batches"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"LearnerConfig.{name}={getattr(self, name)}: must be >= 1")
+        if self.temperature <= 0:
+            raise ValueError(f"LearnerConfig.temperature={self.temperature}: must be > 0 (the "
+                             "sampler's temperature; greedy rollouts are scored at 1.0)")
+        if self.logprob_chunk < 0:
+            raise ValueError(f"LearnerConfig.logprob_chunk={self.logprob_chunk}: must be >= 0")
+        if len(self.mesh) != 3 or self.mesh.count(-1) > 1:
+            raise ValueError(f"LearnerConfig.mesh={self.mesh}: (data, fsdp, tensor), at most one -1")
+        policy = self.term("policy_gradient")
+        if policy is not None and self.advantage is None:
+            raise ValueError("LearnerConfig.advantage: the policy_gradient loss needs an advantage "
+                             "estimator (or pass precomputed batch.advantages with 'reinforce')")
+        if policy is None and self.advantage is not None:
+            raise ValueError(f"LearnerConfig.advantage={self.advantage!r}: only the "
+                             "policy_gradient loss uses advantages")
+        if self.term("value") is not None and not getattr(self.advantage_config, "token_level",
+                                                          False):
+            raise ValueError("LearnerConfig.advantage: the value loss needs a token-level "
+                             "estimator ('gae')")
+
+    def term(self, name: str) -> LossTerm | None:
+        return next((t for t in self.losses if t.name == name), None)
+
+    @property
+    def needs_reference(self) -> bool:
+        """Whether some term reads reference log-probs (the learner then keeps a reference)."""
+        return any(t.needs_reference for t in self.losses)
+
+
+# Algorithm presets: (loss terms as {name: (weight, config fields)}, advantage, advantage fields).
+ALGORITHMS: dict[str, tuple[dict[str, tuple[float, dict]], str | None, dict]] = {
+    # DeepSeekMath (Shao et al. 2024): group-normalised advantages, k3 KL in the loss,
+    # per-sequence token means.
+    "grpo": ({"policy_gradient": (1.0, dict(kl_coef=0.04, aggregation="seq-mean-token-mean"))},
+             "grpo", {}),
+    # DAPO (Yu et al. 2025): clip-higher, no KL, token-mean, groups without signal dropped.
+    "dapo": ({"policy_gradient": (1.0, dict(clip_low=0.2, clip_high=0.28))},
+             "grpo", dict(filter_equal_groups=True)),
+    # Dr. GRPO (Liu et al. 2025): no std, token sums over a fixed normaliser (set loss.norm_constant
+    # to the generation budget).
+    "dr_grpo": ({"policy_gradient": (1.0, dict(aggregation="seq-mean-token-sum-norm"))},
+                "grpo", dict(std="none")),
+    # GSPO (Zheng et al. 2025): sequence-level ratio, tiny clip range.
+    "gspo": ({"policy_gradient": (1.0, dict(ratio_level="sequence", clip_low=3e-4, clip_high=4e-4,
+                                            aggregation="seq-mean-token-mean"))}, "grpo", {}),
+    "rloo": ({"policy_gradient": (1.0, {})}, "rloo", {}),
+    "reinforce": ({"policy_gradient": (1.0, dict(clip_low=None, clip_high=None))},
+                  "reinforce", {}),
+    # PPO as in InstructGPT (Ouyang et al. 2022): KL folded into the reward, GAE, value loss.
+    "ppo": ({"policy_gradient": (1.0, dict(kl_coef=0.05, kl_estimator="k1", kl_in_reward=True)),
+             "value": (0.5, {})}, "gae", {}),
+    "sft": ({"sft": (1.0, {})}, None, {}),
+    "dpo": ({"dpo": (1.0, {})}, None, {}),
+}
+
+_MAIN_LOSS = {name: next(iter(terms)) for name, (terms, _, _) in ALGORITHMS.items()}
+
+
+def learner_config(spec: Mapping[str, Any]) -> LearnerConfig:
+    """LearnerConfig from a nested mapping:
+
+    algorithm: a key of ALGORITHMS; loss: overrides of its main loss's config; advantage:
+    overrides of its estimator's config; value, value_weight: PPO's value term;
+    counterfactual_weight (lambda_cf, 0 = off), counterfactual: the SEET counterfactual term;
+    optimizer: OptimizerConfig fields; lora: LoRAConfig fields (rank 0 = off); mesh: {data, fsdp,
+    tensor}; and mini_batches, micro_batches, temperature, logprob_chunk, peak_flops_per_device.
+    """
+    spec = dict(spec)
+    algorithm = spec.pop("algorithm", "grpo")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"learner.algorithm={algorithm!r} not in {sorted(ALGORITHMS)}")
+    presets, advantage, advantage_fields = ALGORITHMS[algorithm]
+    overrides = {_MAIN_LOSS[algorithm]: dict(spec.pop("loss", {})),
+                 "value": dict(spec.pop("value", {})),
+                 "counterfactual": dict(spec.pop("counterfactual", {}))}
+    weights = {"value": spec.pop("value_weight", None),
+               "counterfactual": spec.pop("counterfactual_weight", 0.0)}
+    terms = []
+    for name, (weight, fields) in presets.items():
+        terms.append(_term(name, weights.get(name) or weight, {**fields, **overrides[name]}))
+    if weights["counterfactual"]:
+        terms.append(_term("counterfactual", weights["counterfactual"],
+                           overrides["counterfactual"]))
+    fields: dict[str, Any] = dict(losses=tuple(terms), advantage=advantage)
+    if advantage is not None:
+        fields["advantage_config"] = losses.make_config(
+            advantage, {**advantage_fields, **dict(spec.pop("advantage", {}))}, kind="advantage")
+    if "optimizer" in spec:
+        fields["optimizer"] = build_dataclass(OptimizerConfig, dict(spec.pop("optimizer")))
+    lora = dict(spec.pop("lora", {}))
+    if lora.get("rank", 0):
+        fields["lora"] = build_dataclass(LoRAConfig, {k: tuple(v) if k == "targets" else v
+                                                      for k, v in lora.items()})
+    if "mesh" in spec:
+        mesh = dict(spec.pop("mesh"))
+        fields["mesh"] = (mesh.pop("data", -1), mesh.pop("fsdp", 1), mesh.pop("tensor", 1))
+        if mesh:
+            raise ValueError(f"learner.mesh has no field(s) {sorted(mesh)}")
+    return build_dataclass(LearnerConfig, {**spec, **fields})
+
+
+def _term(name: str, weight: float, fields: Mapping[str, Any]) -> LossTerm:
+    return LossTerm(name, float(weight), losses.make_config(name, fields))

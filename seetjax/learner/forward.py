@@ -1,0 +1,39 @@
+"""The model pass every loss reads: token log-probs, entropy and values of token rows."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from seetjax.batch import TokenSequences
+from seetjax.losses.logprobs import sequence_token_stats, shift_right
+
+Array = jax.Array
+
+
+class Outputs(NamedTuple):
+    """Aligned with the tokens ([N, T], f32): entry t is about token t, predicted from t - 1."""
+
+    logprobs: Array
+    entropy: Array | None
+    mean_logprobs: Array
+    values: Array | None  # V of the state before token t (PPO)
+
+
+def sequence_outputs(graphdef: nnx.GraphDef, states: tuple[nnx.State, ...], seqs: TokenSequences,
+                     *, temperature: float = 1.0, chunk: int = 0, entropy: bool = False,
+                     values: bool = False) -> Outputs:
+    """One forward pass of the model `nnx.merge(graphdef, *states)` over `seqs`."""
+    model = nnx.merge(graphdef, *states)
+    hidden, _ = model.hidden_states(seqs.tokens, seqs.positions, seqs.segment_ids)
+    stats = sequence_token_stats(hidden, seqs.tokens, model.logits, temperature, chunk, entropy)
+    value = shift_right(model.values(hidden)) if values else None
+    return Outputs(stats.logprobs, stats.entropy, stats.mean_logprobs, value)
+
+
+def masked_sums(logprobs: Array, mask: Array) -> Array:
+    """[N]: each row's log-likelihood of its masked tokens."""
+    return jnp.sum(logprobs * mask, axis=-1)

@@ -1,0 +1,161 @@
+"""`Learner`: the compiled update of one model structure, learner config and mesh.
+
+    learner, state = create_learner(model, config)         # state: sharded TrainState
+    state, metrics = learner.update(state, batch)          # host floats, tokens/s, MFU
+    sampler_params = learner.sampling_params(state)        # for seetjax.sampling.Sampler
+
+`step` is the jitted function itself (state donated: keep the returned one); a batch of the same
+shapes and fields never recompiles it (`compile_count`).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+import jax
+from flax import nnx
+from jax.sharding import Mesh
+
+from seetjax import sharding
+from seetjax.batch import TokenSequences, TrajectoryBatch
+from seetjax.learner import sharding as learner_sharding
+from seetjax.learner.config import LearnerConfig
+from seetjax.learner.forward import sequence_outputs
+from seetjax.learner.optimizer import learning_rate_schedule, make_optimizer
+from seetjax.learner.state import TrainState, new_train_state, prepare_model, split_model
+from seetjax.learner.step import gradients, train_step
+from seetjax.learner.throughput import peak_flops, throughput
+from seetjax.models.config import ModelConfig
+from seetjax.models.transformer import Transformer
+
+
+class Learner:
+    """Holds the jitted functions; all training state lives in the `TrainState` passed around."""
+
+    def __init__(self, graphdef: nnx.GraphDef, model_config: ModelConfig, config: LearnerConfig,
+                 mesh: Mesh, state_shardings: Any):
+        self.graphdef, self.model_config, self.config, self.mesh = (graphdef, model_config,
+                                                                    config, mesh)
+        self.rules = learner_sharding.family_rules(model_config)
+        step = functools.partial(train_step, graphdef, config, make_optimizer(config.optimizer),
+                                 learning_rate_schedule(config.optimizer), mesh, self.rules)
+        self._step = jax.jit(step, donate_argnums=(0,), out_shardings=(
+            state_shardings, learner_sharding.replicated(mesh)))
+        self._gradients = jax.jit(functools.partial(gradients, graphdef, config, mesh,
+                                                    self.rules))
+        self._logprobs = jax.jit(self._sequence_logprobs)
+        self.peak_flops = config.peak_flops_per_device or peak_flops(mesh.devices.flat[0])
+
+    def step(self, state: TrainState, batch: TrajectoryBatch) -> tuple[TrainState, dict]:
+        """One batch of updates (jitted). `batch` holds this process's rows (the whole batch in
+        a single-process run), as numpy or jax arrays."""
+        validate_batch(batch, self.config, self.batch_divisor)
+        return self._step(state, self.place(batch))
+
+    def update(self, state: TrainState, batch: TrajectoryBatch) -> tuple[TrainState, dict]:
+        """`step`, waited for, with metrics as floats plus tokens_per_s and mfu (when the device
+        peak is known) over the step's wall time."""
+        start = time.perf_counter()
+        state, metrics = self.step(state, batch)
+        metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        seconds = time.perf_counter() - start
+        width = max(s.tokens.shape[1] for s in _row_sets(batch))
+        metrics.update(step_seconds=seconds, **throughput(
+            metrics["tokens"], metrics["flop_tokens"], seconds, self.model_config, width,
+            self.mesh.devices.size, self.peak_flops))
+        return state, metrics
+
+    def gradients(self, state: TrainState, batch: TrajectoryBatch) -> tuple[nnx.State, dict]:
+        """The gradients (and metrics) of the first update `step` would make, without making
+        it: for analysis and for checking layouts and accumulation against each other."""
+        validate_batch(batch, self.config, self.batch_divisor)
+        return self._gradients(state, self.place(batch))
+
+    @property
+    def batch_divisor(self) -> int:
+        """Global rows must be a multiple of this: chunks (mini x micro) times the batch devices."""
+        return (self.config.mini_batches * self.config.micro_batches
+                * sharding.batch_multiple(self.mesh, self.rules))
+
+    def place(self, batch: Any) -> Any:
+        """Global arrays, rows over the batch axes, from this process's rows."""
+        return learner_sharding.global_batch(batch, self.mesh, self.rules)
+
+    def _sequence_logprobs(self, params: nnx.State, frozen: nnx.State,
+                           seqs: TokenSequences) -> jax.Array:
+        return sequence_outputs(self.graphdef, (params, frozen), seqs,
+                                temperature=self.config.temperature,
+                                chunk=self.config.logprob_chunk).logprobs
+
+    def logprobs(self, state: TrainState, seqs: TokenSequences) -> jax.Array:
+        """[N, T] log-probs of every token as the loss terms see them (entry t: token t)."""
+        return self._logprobs(state.params, state.frozen, self.place(seqs))
+
+    def model(self, state: TrainState) -> Transformer:
+        """The current model (sharing the state's arrays)."""
+        return nnx.merge(self.graphdef, state.params, state.frozen)
+
+    def sampling_params(self, state: TrainState) -> nnx.State:
+        """`nnx.state` of the current model: the params argument of a Sampler built on
+        `self.model(state)`; the same arrays, no copy."""
+        return nnx.state(self.model(state))
+
+    def compile_count(self) -> int:
+        return self._step._cache_size()
+
+
+def create_learner(model: Transformer, config: LearnerConfig, *, mesh: Mesh | None = None,
+                   seed: int = 0) -> tuple[Learner, TrainState]:
+    """A Learner for `model` and its initial TrainState, sharded on `mesh` (default: the config's
+    mesh over all devices). With LoRA, adapters are added to a copy of `model`."""
+    mesh = mesh if mesh is not None else learner_sharding.mesh_from_config(config.mesh)
+    rules = learner_sharding.family_rules(model.config)
+    graphdef, params, frozen = split_model(prepare_model(model, config.lora, seed),
+                                           config.lora is not None)
+    init = functools.partial(new_train_state, optimizer=make_optimizer(config.optimizer),
+                             keep_reference=config.needs_reference and config.lora is None,
+                             seed=seed)
+    shardings = learner_sharding.tree_shardings(jax.eval_shape(init, params, frozen), mesh, rules)
+    # Parameters are placed first so the initial state is built where it will live.
+    params = jax.device_put(params, sharding.state_shardings(params, mesh, rules))
+    frozen = jax.device_put(frozen, sharding.state_shardings(frozen, mesh, rules))
+    state = jax.jit(init, out_shardings=shardings)(params, frozen)
+    return Learner(graphdef, model.config, config, mesh, shardings), state
+
+
+def _row_sets(batch: TrajectoryBatch) -> list[TokenSequences]:
+    rows = [batch.sequences]
+    if batch.pairs is not None:
+        rows += [batch.pairs.chosen, batch.pairs.rejected]
+    return [r for r in rows if r is not None]
+
+
+def validate_batch(batch: TrajectoryBatch, config: LearnerConfig, divisor: int) -> None:
+    """Raises ValueError naming the first field the configured losses need and `batch` lacks, or
+    a row count the chunking cannot split."""
+    names = {t.name for t in config.losses}
+
+    def need(ok: bool, field: str, why: str) -> None:
+        if not ok:
+            raise ValueError(f"TrajectoryBatch.{field} is needed: {why}")
+
+    if names & {"policy_gradient", "value", "sft"}:
+        need(batch.sequences is not None, "sequences", f"losses {sorted(names)}")
+    if "policy_gradient" in names:
+        need(batch.old_logprobs is not None, "old_logprobs", "policy_gradient's importance ratio")
+        need(batch.rewards is not None or batch.advantages is not None, "rewards",
+             "the advantage estimator (or pass advantages)")
+        if config.advantage in ("grpo", "rloo") and batch.advantages is None:
+            need(batch.group_ids is not None, "group_ids", f"{config.advantage} advantages")
+        if batch.advantages is not None and config.advantage_config.token_level:
+            raise ValueError("TrajectoryBatch.advantages must be None with a token-level "
+                             f"estimator ({config.advantage}): it computes per-token advantages")
+    if names & {"dpo", "counterfactual"}:
+        need(batch.pairs is not None, "pairs", "dpo / counterfactual losses")
+    for rows in _row_sets(batch):
+        n = rows.tokens.shape[0] * jax.process_count()
+        if n % divisor:
+            raise ValueError(f"batch of {n} rows: must be a multiple of {divisor} "
+                             "(mini_batches x micro_batches x data x fsdp devices)")

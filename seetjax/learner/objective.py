@@ -1,0 +1,262 @@
+"""The objective: what is computed once per batch before any update (frozen reference log-probs,
+behaviour values, the learner's own old log-probs, advantages), and the weighted sum of the
+registered loss terms on one micro-batch.
+
+Every loss of a micro-batch is normalised by totals of its whole mini-batch (`Totals`), so summing
+micro-batch losses and gradients gives the mini-batch's global weighted mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx, struct
+
+from seetjax import losses
+from seetjax.batch import TrajectoryBatch, row_mask, target_mask
+from seetjax.learner.config import LearnerConfig
+from seetjax.learner.forward import Outputs, masked_sums, sequence_outputs
+from seetjax.losses.advantages import last_token_rewards
+from seetjax.losses.aggregation import Denominators, masked_mean
+
+Array = jax.Array
+sg = jax.lax.stop_gradient
+
+
+@struct.dataclass
+class Prepared:
+    """The batch with everything fixed before the update. mask: [B, T] loss mask of the
+    trajectories (target tokens x kept rows); advantages: [B] or [B, T]; returns: [B, T] (PPO);
+    proximal: [B, T] the learner's log-probs under the pre-update parameters (TIS)."""
+
+    batch: TrajectoryBatch
+    mask: Array | None = None
+    advantages: Array | None = None
+    returns: Array | None = None
+    proximal: Array | None = None
+
+
+@struct.dataclass
+class Totals:
+    """Normalisers of one mini-batch: its trajectory tokens/sequences, its pairs' weighted
+    chosen tokens, and its pairs' total weight."""
+
+    tokens: Denominators | None
+    pair_tokens: Denominators | None
+    pair_weight: Array | None
+
+
+def pair_masks(batch: TrajectoryBatch) -> tuple[Array, Array]:
+    return target_mask(batch.pairs.chosen), target_mask(batch.pairs.rejected)
+
+
+def batch_totals(prepared: Prepared) -> Totals:
+    """The totals of a (mini-)batch whose leaves have rows on axis 0."""
+    tokens = None if prepared.mask is None else Denominators.of(prepared.mask)
+    pair_tokens = pair_weight = None
+    if prepared.batch.pairs is not None:
+        weights = prepared.batch.pairs.weights
+        pair_tokens = Denominators.of(pair_masks(prepared.batch)[0] * weights[:, None])
+        pair_weight = jnp.sum(weights)
+    return Totals(tokens, pair_tokens, pair_weight)
+
+
+class Model:
+    """The model of one step: graphdef plus the frozen states around the trainable ones."""
+
+    def __init__(self, graphdef: nnx.GraphDef, frozen: nnx.State, reference: tuple[nnx.State, ...],
+                 config: LearnerConfig):
+        self.graphdef, self.frozen, self.reference, self.config = graphdef, frozen, reference, config
+
+    def outputs(self, states: tuple[nnx.State, ...], seqs, **kw) -> Outputs:
+        return sequence_outputs(self.graphdef, states, seqs, temperature=self.config.temperature,
+                                chunk=self.config.logprob_chunk, **kw)
+
+
+def _prepass_needs(cfg: LearnerConfig, batch: TrajectoryBatch) -> dict[str, bool]:
+    """Which no-gradient passes `prepare` runs: reference log-probs of the trajectories, the
+    behaviour values, the learner's own old log-probs (TIS), reference log-likelihoods of pairs."""
+    policy, value = cfg.term("policy_gradient"), cfg.term("value")
+    pair_ref = any(cfg.term(n) is not None and cfg.term(n).needs_reference
+                   for n in ("dpo", "counterfactual"))
+    return {"ref": policy is not None and policy.needs_reference and batch.ref_logprobs is None,
+            "values": value is not None and batch.old_values is None,
+            # With one update per batch the pre-update log-probs are the update's own (detached).
+            "proximal": (policy is not None and policy.config.tis_cap is not None
+                         and cfg.mini_batches > 1),
+            "pair_ref": pair_ref and batch.pairs.ref_chosen is None}
+
+
+def _trained_rows(cfg: LearnerConfig) -> dict[str, bool]:
+    """Which rows `micro_objective` runs the model over with gradients."""
+    names = {t.name for t in cfg.losses}
+    cf = cfg.term("counterfactual")
+    return {"sequences": bool(names & set(_SEQUENCE_TERMS)),
+            "chosen": bool(names & {"dpo", "counterfactual"}),
+            "rejected": "dpo" in names or (cf is not None and cf.config.preference_weight > 0)}
+
+
+def flop_tokens(cfg: LearnerConfig, batch: TrajectoryBatch) -> Array:
+    """Real tokens weighted by forward-pass equivalents: 3 for a forward + backward pass, 1 for a
+    no-gradient pass (FLOPs = this x `ModelConfig.flops_per_token`)."""
+    count = lambda s: jnp.sum(s.segment_ids != 0).astype(jnp.float32)  # noqa: E731
+    needs, trained = _prepass_needs(cfg, batch), _trained_rows(cfg)
+    total = jnp.zeros((), jnp.float32)
+    if batch.sequences is not None:
+        passes = 3 * trained["sequences"] + needs["ref"] + needs["values"] + needs["proximal"]
+        total += passes * count(batch.sequences)
+    if batch.pairs is not None:
+        total += (3 * trained["chosen"] + needs["pair_ref"]) * count(batch.pairs.chosen)
+        total += (3 * trained["rejected"] + needs["pair_ref"]) * count(batch.pairs.rejected)
+    return total
+
+
+def prepare(model: Model, params: nnx.State, batch: TrajectoryBatch, chunks: int,
+            map_rows: Callable[[Callable, Any, int], Any]) -> tuple[Prepared, dict]:
+    """Fills what the loss terms need and the batch lacks (no gradients flow here), then runs
+    the advantage estimator. `map_rows(f, tree, chunks)` applies f chunk by chunk over rows."""
+    cfg = model.config
+    needs = _prepass_needs(cfg, batch)
+    current = (params, model.frozen)
+    seqs = batch.sequences
+    if needs["ref"]:
+        ref = map_rows(lambda s: model.outputs(model.reference, s).logprobs, seqs, chunks)
+        batch = batch.replace(ref_logprobs=sg(ref))
+    if needs["values"]:
+        values = map_rows(lambda s: model.outputs(current, s, values=True).values, seqs, chunks)
+        batch = batch.replace(old_values=sg(values))
+    if needs["pair_ref"]:
+        batch = batch.replace(pairs=_pair_reference(model, batch, chunks, map_rows))
+    prepared = Prepared(batch=batch, mask=None if seqs is None else target_mask(seqs))
+    if needs["proximal"]:
+        proximal = map_rows(lambda s: model.outputs(current, s).logprobs, seqs, chunks)
+        prepared = prepared.replace(proximal=sg(proximal))
+    metrics: dict[str, Array] = {}
+    if cfg.advantage is not None:
+        prepared, metrics = _advantages(prepared, cfg)
+    return prepared, metrics
+
+
+def _pair_reference(model: Model, batch: TrajectoryBatch, chunks: int, map_rows):
+    def sums(seqs_and_mask):
+        seqs, mask = seqs_and_mask
+        return masked_sums(model.outputs(model.reference, seqs).logprobs, mask)
+
+    pairs = batch.pairs
+    chosen_mask, rejected_mask = pair_masks(batch)
+    return pairs.replace(ref_chosen=sg(map_rows(sums, (pairs.chosen, chosen_mask), chunks)),
+                         ref_rejected=sg(map_rows(sums, (pairs.rejected, rejected_mask), chunks)))
+
+
+def _advantages(prepared: Prepared, cfg: LearnerConfig) -> tuple[Prepared, dict]:
+    batch, mask = prepared.batch, prepared.mask
+    valid = row_mask(batch.sequences)
+    policy = cfg.term("policy_gradient").config
+    kl = None
+    if policy.kl_in_reward and policy.kl_coef > 0:
+        # InstructGPT-style: the behaviour policy's per-token KL to the reference, as a penalty.
+        kl = losses.kl_estimate(batch.old_logprobs, batch.ref_logprobs, policy.kl_estimator) * mask
+    spec = losses.get(cfg.advantage, kind="advantage")
+    returns = None
+    metrics = {}
+    if batch.advantages is not None:
+        advantages, weights = batch.advantages * valid, valid
+    elif spec.config_cls.token_level:
+        token_rewards = last_token_rewards(batch.rewards, mask)
+        if kl is not None:
+            token_rewards = token_rewards - policy.kl_coef * kl
+        advantages, returns = spec.fn(token_rewards, batch.old_values, mask, cfg.advantage_config)
+        weights = valid
+    else:
+        rewards = batch.rewards if kl is None else batch.rewards - policy.kl_coef * jnp.sum(kl, -1)
+        advantages, weights = spec.fn(rewards, batch.group_ids, valid, cfg.advantage_config)
+    n = jnp.maximum(jnp.sum(valid), 1.0)
+    if batch.rewards is not None:
+        metrics["reward"] = jnp.sum(batch.rewards * valid) / n
+    metrics["rows_kept"] = jnp.sum(weights) / n
+    seq_adv = advantages if advantages.ndim == 1 else jnp.sum(advantages * mask, -1) / jnp.maximum(
+        jnp.sum(mask, -1), 1.0)
+    metrics["advantage_abs"] = jnp.sum(jnp.abs(seq_adv) * weights) / jnp.maximum(jnp.sum(weights), 1)
+    return prepared.replace(mask=mask * weights[:, None], advantages=advantages,
+                            returns=returns), metrics
+
+
+# ---- loss terms on one micro-batch -------------------------------------------------------------
+
+def _policy_gradient(cfg, out: Outputs, pairs, micro: Prepared, t: Totals):
+    batch = micro.batch
+    tis = cfg.tis_cap is not None
+    old = batch.old_logprobs
+    if tis:
+        old = sg(out.logprobs) if micro.proximal is None else micro.proximal
+    return losses.policy_gradient.policy_gradient_loss(
+        out.logprobs, old, micro.advantages, micro.mask,
+        cfg, ref_logprobs=batch.ref_logprobs, entropy=out.entropy,
+        sampler_logprobs=batch.old_logprobs if tis else None, denominators=t.tokens)
+
+
+def _value(cfg, out: Outputs, pairs, micro: Prepared, t: Totals):
+    return losses.value.value_loss(out.values, micro.batch.old_values, micro.returns, micro.mask,
+                                   cfg, denominators=t.tokens)
+
+
+def _sft(cfg, out: Outputs, pairs, micro: Prepared, t: Totals):
+    return losses.sft.sft_loss(out.logprobs, out.mean_logprobs, micro.mask, cfg,
+                               denominators=t.tokens)
+
+
+def _dpo(cfg, out, pairs, micro: Prepared, t: Totals):
+    (chosen, chosen_mask), (rejected, rejected_mask) = pairs
+    p = micro.batch.pairs
+    return losses.dpo.dpo_loss(masked_sums(chosen.logprobs, chosen_mask),
+                               masked_sums(rejected.logprobs, rejected_mask), p.ref_chosen,
+                               p.ref_rejected, p.weights, cfg, total_weight=t.pair_weight)
+
+
+def _counterfactual(cfg, out, pairs, micro: Prepared, t: Totals):
+    (anchor, anchor_mask), failed = pairs
+    p = micro.batch.pairs
+    failed_sums = None if failed is None else masked_sums(failed[0].logprobs, failed[1])
+    return losses.counterfactual.counterfactual_loss(
+        anchor.logprobs, anchor_mask, p.weights, cfg, failed_logprob_sums=failed_sums,
+        ref_anchor=p.ref_chosen, ref_failed=p.ref_rejected, denominators=t.pair_tokens,
+        total_weight=t.pair_weight)
+
+
+_TERMS = {"policy_gradient": _policy_gradient, "value": _value, "sft": _sft, "dpo": _dpo,
+          "counterfactual": _counterfactual}
+_SEQUENCE_TERMS = ("policy_gradient", "value", "sft")
+
+
+def micro_objective(trainable: nnx.State, model: Model, micro: Prepared,
+                    t: Totals) -> tuple[Array, dict]:
+    """Weighted sum of the configured loss terms on one micro-batch, and their metrics."""
+    cfg = model.config
+    states = (trainable, model.frozen)
+    rows = _trained_rows(cfg)
+    out = pairs = None
+    metrics: dict[str, Array] = {}
+    if rows["sequences"]:
+        policy = cfg.term("policy_gradient") is not None
+        out = model.outputs(states, micro.batch.sequences, entropy=policy,
+                            values=cfg.term("value") is not None)
+        if policy:
+            metrics["entropy"] = masked_mean(sg(out.entropy), micro.mask, t.tokens)
+    if rows["chosen"]:
+        chosen_mask, rejected_mask = pair_masks(micro.batch)
+        seq_pairs = micro.batch.pairs
+        chosen = (model.outputs(states, seq_pairs.chosen), chosen_mask)
+        rejected = ((model.outputs(states, seq_pairs.rejected), rejected_mask)
+                    if rows["rejected"] else None)
+        pairs = (chosen, rejected)
+    total = jnp.zeros((), jnp.float32)
+    for term in cfg.losses:
+        loss, term_metrics = _TERMS[term.name](term.config, out, pairs, micro, t)
+        total = total + term.weight * loss
+        metrics[f"loss/{term.name}"] = loss
+        metrics.update(term_metrics)
+    metrics["loss"] = total
+    return total, metrics

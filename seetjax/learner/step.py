@@ -1,0 +1,148 @@
+"""The jitted update: one batch in, `mini_batches` optimizer updates out.
+
+Inside one `jax.jit` (state donated, NamedShardings on the mesh): quantities fixed before the
+update (reference log-probs, behaviour values, advantages) over the whole batch; then for each
+mini-batch, gradients accumulated over its micro-batches with `lax.scan` (each micro-batch's loss
+normalised by the mini-batch's totals, so the sum is the global weighted mean), one optax update,
+and the update skipped (parameters and optimizer state kept) when the loss or gradients are not
+finite.
+
+Rows are dealt to chunks with a stride (chunk c gets rows c, c + n, ...), so every chunk keeps
+rows on every device of the batch axes: no device idles while another works on its micro-batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+from jax.sharding import Mesh
+
+from seetjax import sharding
+from seetjax.batch import TrajectoryBatch
+from seetjax.learner.config import LearnerConfig
+from seetjax.learner.objective import Model, Totals, batch_totals, flop_tokens, micro_objective, prepare
+from seetjax.learner.state import TrainState
+
+Array = jax.Array
+
+
+class RowChunks:
+    """Strided splitting of row-major pytrees into chunks that stay spread over the batch axes."""
+
+    def __init__(self, mesh: Mesh, rules):
+        self.mesh, self.rules = mesh, rules
+
+    def split(self, tree: Any, n: int) -> Any:
+        """[B, ...] -> [n, B / n, ...] with chunk c holding rows c, c + n, c + 2n, ..."""
+
+        def one(x: Array) -> Array:
+            chunks = x.reshape(x.shape[0] // n, n, *x.shape[1:]).swapaxes(0, 1)
+            axes = (None, "batch") + (None,) * (x.ndim - 1)
+            return jax.lax.with_sharding_constraint(
+                chunks, sharding.named(self.mesh, axes, chunks.shape, self.rules))
+
+        return jax.tree.map(one, tree)
+
+    @staticmethod
+    def merge(tree: Any) -> Any:
+        """Inverse of `split`."""
+        return jax.tree.map(lambda x: x.swapaxes(0, 1).reshape(-1, *x.shape[2:]), tree)
+
+    def map(self, f: Callable, tree: Any, n: int) -> Any:
+        """f applied chunk by chunk (bounded memory), results back in row order."""
+        return self.merge(jax.lax.map(f, self.split(tree, n)))
+
+
+def reference_states(state: TrainState, config: LearnerConfig) -> tuple[nnx.State, ...] | None:
+    if config.lora is not None:  # the base model: adapters at zero
+        return jax.tree.map(jnp.zeros_like, state.params), state.frozen
+    if state.reference is None:
+        return None
+    return state.reference, state.frozen
+
+
+def _keep_if(ok: Array, new: Any, old: Any) -> Any:
+    return jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)
+
+
+def _layout(graphdef: nnx.GraphDef, config: LearnerConfig, mesh: Mesh, rules, state: TrainState,
+            batch: TrajectoryBatch) -> tuple[Model, Any, Totals, dict]:
+    """Everything fixed before the updates: the prepared batch as [U, M, rows, ...] chunks (U
+    mini-batches of M micro-batches), each mini-batch's totals [U], and the batch metrics."""
+    updates, micros = config.mini_batches, config.micro_batches
+    chunks = RowChunks(mesh, rules)
+    model = Model(graphdef, state.frozen, reference_states(state, config), config)
+    prepared, metrics = prepare(model, state.params, batch, updates * micros, chunks.map)
+    layout = jax.tree.map(lambda x: x.reshape(updates, micros, *x.shape[1:]),
+                          chunks.split(prepared, updates * micros))
+    totals = jax.vmap(batch_totals)(
+        jax.tree.map(lambda x: x.reshape(updates, -1, *x.shape[3:]), layout))
+    return model, layout, totals, metrics
+
+
+def minibatch_gradients(model: Model, params: nnx.State, micro_batches: Any,
+                        t: Totals) -> tuple[nnx.State, dict]:
+    """Gradients and metrics summed over the micro-batches [M, rows, ...] of one mini-batch:
+    the mini-batch's global weighted mean, since every share is normalised by `t`."""
+
+    def grad_fn(micro):
+        return jax.value_and_grad(micro_objective, has_aux=True)(params, model, micro, t)
+
+    first = jax.tree.map(lambda x: x[0], micro_batches)
+    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(grad_fn, first))
+
+    def accumulate(acc, micro):
+        return jax.tree.map(jnp.add, acc, grad_fn(micro)), None
+
+    ((_, metrics), grads), _ = jax.lax.scan(accumulate, zeros, micro_batches)
+    return grads, metrics
+
+
+def gradients(graphdef: nnx.GraphDef, config: LearnerConfig, mesh: Mesh, rules,
+              state: TrainState, batch: TrajectoryBatch) -> tuple[nnx.State, dict]:
+    """The gradients and metrics of the first update `train_step` would make, not applied."""
+    model, layout, totals, _ = _layout(graphdef, config, mesh, rules, state, batch)
+    first = jax.tree.map(lambda x: x[0], (layout, totals))
+    return minibatch_gradients(model, state.params, *first)
+
+
+def train_step(graphdef: nnx.GraphDef, config: LearnerConfig,
+               optimizer: optax.GradientTransformation, schedule: optax.Schedule, mesh: Mesh,
+               rules, state: TrainState, batch: TrajectoryBatch) -> tuple[TrainState, dict]:
+    """One batch of updates; returns the new state and metrics (means over the mini-batch
+    updates, `skipped` their count)."""
+    model, layout, totals, metrics = _layout(graphdef, config, mesh, rules, state, batch)
+
+    def update(carry, xs):
+        params, opt_state, step, skipped = carry
+        grads, update_metrics = minibatch_gradients(model, params, *xs)
+        grad_norm = optax.tree.norm(grads)
+        finite = jnp.isfinite(update_metrics["loss"]) & jnp.isfinite(grad_norm)
+        deltas, new_opt_state = optimizer.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, deltas)
+        update_metrics.update(grad_norm=grad_norm, learning_rate=schedule(step),
+                              skipped=(~finite).astype(jnp.int32))
+        carry = (_keep_if(finite, new_params, params), _keep_if(finite, new_opt_state, opt_state),
+                 step + finite.astype(jnp.int32), skipped + (~finite).astype(jnp.int32))
+        return carry, update_metrics
+
+    init = (state.params, state.opt_state, state.step, state.skipped)
+    (params, opt_state, step, skipped), per_update = jax.lax.scan(update, init, (layout, totals))
+    metrics.update({k: jnp.mean(v, axis=0) for k, v in per_update.items()})
+    metrics["skipped"] = jnp.sum(per_update["skipped"])
+    metrics["tokens"] = count_tokens(batch)
+    metrics["flop_tokens"] = flop_tokens(config, batch)
+    return state.replace(params=params, opt_state=opt_state, step=step, skipped=skipped), metrics
+
+
+def count_tokens(batch: TrajectoryBatch) -> Array:
+    """Real (non-padding) tokens of the batch."""
+    rows = [batch.sequences]
+    if batch.pairs is not None:
+        rows += [batch.pairs.chosen, batch.pairs.rejected]
+    return sum(jnp.sum(s.segment_ids != 0) for s in rows if s is not None).astype(jnp.float32)

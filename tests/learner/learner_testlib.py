@@ -1,0 +1,98 @@
+"""A tiny model and realistic random batches, shared by the learner tests and their subprocess
+workers (which import this file by path)."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from flax import nnx
+
+from seetjax.batch import PreferencePairs, TokenSequences, TrajectoryBatch
+from seetjax.learner import LearnerConfig, create_learner, learner_config
+from seetjax.models.config import ModelConfig
+from seetjax.models.transformer import Transformer
+from seetjax.sharding import make_mesh
+
+VOCAB = 256
+
+
+def tiny_config(**overrides) -> ModelConfig:
+    """Dimensions divisible by 8, so every mesh axis of 8 devices can shard them."""
+    fields = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_layers=2,
+                  num_heads=4, num_kv_heads=2, qkv_bias=True, tie_word_embeddings=True)
+    return ModelConfig(**{**fields, **overrides})
+
+
+def tiny_model(seed: int = 0, **overrides) -> Transformer:
+    return Transformer(tiny_config(**overrides), rngs=nnx.Rngs(seed))
+
+
+def make_learner(model: Transformer, spec: dict | LearnerConfig, **kw):
+    """`create_learner` on one device: the suite runs with 8 simulated devices, and only the
+    layout tests want them."""
+    config = spec if isinstance(spec, LearnerConfig) else learner_config(spec)
+    return create_learner(model, config, mesh=make_mesh(1, 1, 1, jax.devices()[:1]), **kw)
+
+
+def _episode(rng: np.random.RandomState, length: int) -> tuple[list[int], list[float]]:
+    """prompt, a generated turn, a tool output, a second generated turn (ragged, right-padded)."""
+    parts = [(rng.randint(3, 7), 0.0), (rng.randint(2, 6), 1.0), (rng.randint(1, 4), 0.0),
+             (rng.randint(1, 5), 1.0)]
+    tokens, mask = [], []
+    for n, m in parts:
+        tokens += rng.randint(1, VOCAB, n).tolist()
+        mask += [m] * n
+    return tokens[:length], mask[:length]
+
+
+def sequences(rng: np.random.RandomState, rows: int, length: int,
+              padding_rows: int = 0) -> TokenSequences:
+    episodes = [_episode(rng, length) for _ in range(rows - padding_rows)]
+    episodes += [([], [])] * padding_rows
+    return TokenSequences.from_rows([e[0] for e in episodes], [e[1] for e in episodes], length)
+
+
+def rl_batch(seed: int = 0, rows: int = 16, length: int = 24, group: int = 4,
+             pairs: int = 0, padding_rows: int = 1) -> TrajectoryBatch:
+    """Trajectories in groups of `group` with rewards, sampler logprobs, and optionally
+    counterfactual pairs (shared prefix; masks on each step's own tokens)."""
+    rng = np.random.RandomState(seed)
+    seqs = sequences(rng, rows, length, padding_rows)
+    old = np.where(seqs.loss_mask > 0, -rng.rand(rows, length) * 4 - 1, 0).astype(np.float32)
+    batch = TrajectoryBatch(sequences=seqs, old_logprobs=old,
+                            rewards=rng.randint(0, 3, rows).astype(np.float32),
+                            group_ids=(np.arange(rows) // group).astype(np.int32))
+    if pairs:
+        batch = batch.replace(pairs=preference_pairs(rng, pairs, length))
+    return batch
+
+
+def preference_pairs(rng: np.random.RandomState, count: int, length: int) -> PreferencePairs:
+    chosen, rejected, chosen_masks, rejected_masks = [], [], [], []
+    for _ in range(count):
+        prefix = rng.randint(1, VOCAB, rng.randint(4, length // 2)).tolist()
+        for out, masks in ((chosen, chosen_masks), (rejected, rejected_masks)):
+            step = rng.randint(1, VOCAB, rng.randint(2, length - len(prefix))).tolist()
+            out.append(prefix + step)
+            masks.append([0.0] * len(prefix) + [1.0] * len(step))
+    weights = rng.rand(count).astype(np.float32) + 0.5
+    weights[-1] = 0.0  # a padding pair
+    return PreferencePairs(chosen=TokenSequences.from_rows(chosen, chosen_masks, length),
+                           rejected=TokenSequences.from_rows(rejected, rejected_masks, length),
+                           weights=weights)
+
+
+# The objective the layout tests compare across devices and processes: a policy loss with the KL
+# to an in-step reference, plus the counterfactual term with its preference part.
+PARITY_CONFIG = {"algorithm": "grpo", "micro_batches": 2, "counterfactual_weight": 0.5,
+                 "counterfactual": {"preference_weight": 1.0}}
+
+
+def parity_batch() -> TrajectoryBatch:
+    return rl_batch(seed=11, rows=16, pairs=16)
+
+
+def flat_arrays(tree) -> dict[str, np.ndarray]:
+    """Path -> numpy array of every leaf (comparisons across runs and processes)."""
+    return {jax.tree_util.keystr(path): np.asarray(leaf)
+            for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}

@@ -1,0 +1,86 @@
+"""Learner configs by algorithm name, the optimizer chain, throughput and the metrics writer."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from seetjax.learner import ALGORITHMS, learner_config
+from seetjax.learner.config import OptimizerConfig
+from seetjax.learner.optimizer import learning_rate_schedule, make_optimizer
+from seetjax.learner.throughput import throughput
+from seetjax.metrics import MetricsWriter
+from seetjax.models.config import PRESETS
+
+
+@pytest.mark.parametrize("algorithm", sorted(set(ALGORITHMS) - {"dr_grpo"}))
+def test_every_preset_builds(algorithm):
+    cfg = learner_config({"algorithm": algorithm})
+    assert cfg.losses[0].name in ("policy_gradient", "sft", "dpo")
+
+
+def test_overrides_and_counterfactual_weight():
+    cfg = learner_config({"algorithm": "dapo", "loss": {"clip_high": 0.3},
+                          "advantage": {"std": "batch"}, "counterfactual_weight": 0.2,
+                          "counterfactual": {"preference_weight": 0.5}, "micro_batches": 4,
+                          "mesh": {"data": 2, "fsdp": 2}, "lora": {"rank": 8},
+                          "optimizer": {"learning_rate": 3e-6}})
+    policy, cf = cfg.losses
+    assert policy.config.clip_high == 0.3 and policy.config.clip_low == 0.2
+    assert cfg.advantage_config.std == "batch" and cfg.advantage_config.filter_equal_groups
+    assert (cf.name, cf.weight, cf.config.preference_weight) == ("counterfactual", 0.2, 0.5)
+    assert cfg.mesh == (2, 2, 1) and cfg.lora.rank == 8 and cfg.optimizer.learning_rate == 3e-6
+    assert cfg.needs_reference  # the counterfactual preference reads reference log-likelihoods
+    hash(cfg)  # static under jit
+
+
+@pytest.mark.parametrize("spec,field", [
+    ({"algorithm": "dr_grpo"}, "norm_constant"),
+    ({"algorithm": "grpo", "loss": {"clip_hihg": 0.3}}, "clip_hihg"),
+    ({"algorithm": "grpo", "advantage": {"std": "max"}}, "std"),
+    ({"algorithm": "grpo", "optimizer": {"learning_rate": -1.0}}, "learning_rate"),
+    ({"algorithm": "grpo", "mesh": {"model": 2}}, "model"),
+    ({"algorithm": "grpo", "micro_batches": 0}, "micro_batches"),
+    ({"algorithm": "a2c"}, "algorithm"),
+])
+def test_invalid_configs_name_the_field(spec, field):
+    with pytest.raises(ValueError, match=field):
+        learner_config(spec)
+
+
+def test_schedule_warmup_then_cosine():
+    schedule = learning_rate_schedule(OptimizerConfig(learning_rate=1.0, warmup_steps=4,
+                                                      decay_steps=10, final_lr_fraction=0.1))
+    lr = [float(schedule(s)) for s in (0, 2, 4, 9, 14, 20)]
+    np.testing.assert_allclose(lr, [0.0, 0.5, 1.0, 0.1 + 0.9 * 0.5, 0.1, 0.1], atol=1e-6)
+
+
+def test_adamw_clips_and_decays_matrices_only():
+    params = nnx.State({"w": nnx.Param(jnp.ones((2, 2))), "b": nnx.Param(jnp.ones((2,)))})
+    opt = make_optimizer(OptimizerConfig(learning_rate=0.1, weight_decay=0.5, max_grad_norm=1.0))
+    zero = jax.tree.map(jnp.zeros_like, params)
+    updates, _ = opt.update(zero, opt.init(params), params)
+    assert float(updates["w"][...][0, 0]) == pytest.approx(-0.05)  # -lr * wd * w
+    assert float(updates["b"][...][0]) == 0.0
+
+
+def test_throughput_mfu():
+    cfg = PRESETS["tiny-qwen2"]
+    out = throughput(tokens=4096, flop_tokens=3 * 4096, seconds=2.0, cfg=cfg, seq_len=512,
+                     num_devices=1, peak_per_device=1e12)
+    assert out["tokens_per_s"] == 2048
+    assert out["mfu"] == pytest.approx(3 * cfg.flops_per_token(512) * 4096 / 2.0 / 1e12)
+    assert "mfu" not in throughput(1, 3, 1.0, cfg, 8, 1, None)
+
+
+def test_metrics_writer(tmp_path):
+    with MetricsWriter(tmp_path) as writer:
+        writer.write(1, {"loss": 0.5, "kl": np.float32(0.01)})
+        writer.write(2, {"loss": float("nan")})  # a skipped step: still valid JSON
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert lines == [{"step": 1, "loss": 0.5, "kl": pytest.approx(0.01)},
+                     {"step": 2, "loss": None}]
+    assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))

@@ -1,0 +1,69 @@
+"""Rollout -> TrajectoryBatch -> one learner step: the contract between the two sides."""
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from seetjax.learner.config import learner_config
+from seetjax.learner.learner import create_learner
+from seetjax.models.hf import load_hf_checkpoint
+from seetjax.rollout.batching import trajectory_batch
+from seetjax.seet.config import default_stages
+from seetjax.sharding import make_mesh
+from tests.rollout.test_loop import replay
+
+STAGE3 = default_stages()[2]
+
+
+@pytest.fixture(scope="module")
+def learner(embedded_dir):
+    model = load_hf_checkpoint(embedded_dir)
+    config = learner_config({"algorithm": "grpo", "counterfactual_weight": 0.5,
+                             "optimizer": {"learning_rate": 1e-4}})
+    return create_learner(model, config, mesh=make_mesh(1, 1, 1, jax.devices()[:1]))
+
+
+def test_batch_rows_masks_and_pairs(play, task, tokenizer):
+    rollout, episodes = play([task], STAGE3, [replay(task), replay(task, skip_turn=1),
+                                              ["[ls(a=True)]", "Done."]], group_size=3)
+    result = rollout.slow_loop(episodes, STAGE3, step=1)
+    batch = trajectory_batch(result, pad_id=tokenizer.pad_id, row_multiple=4, max_pairs=4)
+    seqs = batch.sequences
+    assert seqs.tokens.shape[0] == 4 and seqs.tokens.shape[1] & (seqs.tokens.shape[1] - 1) == 0
+    assert (seqs.segment_ids[3] == 0).all() and batch.group_ids.tolist() == [0, 0, 0, -1]
+    for i, e in enumerate(episodes):
+        tokens, mask, logprobs = e.conversation.training_arrays()
+        np.testing.assert_array_equal(seqs.tokens[i, :len(tokens)], tokens)
+        np.testing.assert_array_equal(seqs.loss_mask[i, :len(mask)], mask)
+        np.testing.assert_array_equal(batch.old_logprobs[i, :len(logprobs)], logprobs)
+    np.testing.assert_allclose(batch.rewards[:3], result.rewards())
+    pairs = batch.pairs
+    n = len(result.records)
+    assert 1 <= n <= 4 and pairs.weights.tolist() == [1.0] * n + [0.0] * (4 - n)
+    r = result.records[0]
+    chosen_tokens = pairs.chosen.tokens[0][pairs.chosen.loss_mask[0] > 0].tolist()
+    rejected_tokens = pairs.rejected.tokens[0][pairs.rejected.loss_mask[0] > 0].tolist()
+    assert chosen_tokens == list(r.anchor_ids) and rejected_tokens == list(r.failed_ids)
+    assert pairs.chosen.tokens[0][:len(r.prefix_ids)].tolist() == list(r.prefix_ids)
+
+
+def test_one_learner_step_on_rollout_batches(play, task, tokenizer, learner):
+    learner, state = learner
+    rollout, episodes = play([task], STAGE3, [replay(task), replay(task, skip_turn=1)],
+                             group_size=2)
+    result = rollout.slow_loop(episodes, STAGE3, step=1)
+    batch = trajectory_batch(result, pad_id=tokenizer.pad_id, row_multiple=learner.batch_divisor,
+                             max_pairs=2, min_length=2048)
+    before = nnx.to_pure_dict(state.params)["embed_tokens"]["embedding"].copy()
+    state, metrics = learner.update(state, batch)
+    assert np.isfinite(metrics["loss"]) and metrics["cf_nll"] > 0
+    assert not np.array_equal(np.asarray(nnx.to_pure_dict(state.params)["embed_tokens"][
+        "embedding"]), before)
+    # a batch with no records (padding pairs only) reuses the compiled step
+    _, same = play([task], STAGE3, [replay(task), replay(task)], group_size=2)
+    empty = trajectory_batch(rollout.slow_loop(same, STAGE3, step=2), pad_id=tokenizer.pad_id,
+                             row_multiple=learner.batch_divisor, max_pairs=2, min_length=2048)
+    assert empty.pairs.weights.sum() == 0
+    state, metrics = learner.update(state, empty)
+    assert np.isfinite(metrics["loss"]) and learner.compile_count() == 1
