@@ -40,6 +40,7 @@ test: install-test
 bench: install-test
 	$(BIN)/python experiments/benchmarks/bench_sampler.py
 	$(BIN)/python experiments/benchmarks/bench_learner.py
+	$(BIN)/python experiments/benchmarks/bench_sft.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -156,7 +156,8 @@ class SFTRun:
     def scorer(self) -> ModelScorer:
         """Scores under the current parameters (one compilation per bucket for the whole run)."""
         return ModelScorer(self.learner.model(self.state),
-                           batch_size=self.config.coreset.batch_size)
+                           batch_size=self.config.coreset.batch_size,
+                           logit_chunk=self.learner.config.logprob_chunk)
 
     def run(self) -> dict[str, float]:
         """Trains every remaining stage; returns the last logged metrics (and the evaluation)."""

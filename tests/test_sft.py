@@ -2,10 +2,8 @@
 
 import pytest
 
-pytest.importorskip("seetjax.learner", reason="the SFT run needs the learner (issue 5)")
-
-from configs.sft import get_config  # noqa: E402
-from seetjax.sft import stage_groups, validate  # noqa: E402
+from configs.sft import get_config
+from seetjax.sft import stage_groups, validate
 
 
 @pytest.mark.parametrize("field, value, message", [

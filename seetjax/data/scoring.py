@@ -6,7 +6,8 @@
   embedding  the mean of the final hidden states over the same tokens (each state has read the
              whole dialog before it, so it reflects the context as well as the reply).
 Rows are padded to a few bucket lengths (2^k and 3 * 2^k), so the jitted function compiles once per
-bucket, never per batch.
+bucket, never per batch. The log-probs are the learner's (`seetjax.losses.logprobs`); with
+`logit_chunk` only that many positions of logits exist at once (large vocabularies).
 
 `ngram_embeddings` is the model-free fallback: hashed token n-grams of the trained tokens
 (feature hashing, Weinberger et al. 2009) weighted by sublinear tf-idf, L2-normalised.
@@ -24,6 +25,7 @@ import numpy as np
 from flax import nnx
 
 from seetjax.data.formatter import Example
+from seetjax.losses.logprobs import sequence_token_stats
 from seetjax.models.transformer import Transformer
 
 # Odd 64-bit multipliers of the n-gram hash, one per position in the n-gram.
@@ -38,16 +40,19 @@ class Scores:
 
 
 class ModelScorer:
-    """Loss and mean hidden state of examples under `model` (see the module docstring)."""
+    """Loss and mean hidden state of examples under `model` (see the module docstring): rows of
+    `batch_size`, padded to buckets of at least `min_bucket` tokens; `logit_chunk` as the
+    learner's `logprob_chunk` (0: all positions at once)."""
 
-    def __init__(self, model: Transformer, batch_size: int = 8, min_bucket: int = 128):
+    def __init__(self, model: Transformer, batch_size: int = 8, min_bucket: int = 128,
+                 logit_chunk: int = 0):
         if batch_size < 1 or min_bucket < 1:
             raise ValueError(f"ModelScorer: batch_size={batch_size} and min_bucket={min_bucket} "
                              "must be >= 1")
         self.batch_size, self.min_bucket = batch_size, min_bucket
         self.hidden_size = model.config.hidden_size
         self.graphdef, self.state = nnx.split(model)
-        self._score = _jitted_score(self.graphdef)
+        self._score = _jitted_score(self.graphdef, logit_chunk)
 
     def bucket(self, length: int) -> int:
         """The padded row length of an example of `length` tokens: the smallest 2^k or 3 * 2^k
@@ -77,10 +82,10 @@ class ModelScorer:
 
 
 @functools.lru_cache(maxsize=8)
-def _jitted_score(graphdef: nnx.GraphDef):
+def _jitted_score(graphdef: nnx.GraphDef, chunk: int):
     # One jitted function per model structure: scorers of later parameters (evaluation during
     # training) reuse its compilations.
-    return jax.jit(functools.partial(_score_rows, graphdef))
+    return jax.jit(functools.partial(_score_rows, graphdef, chunk))
 
 
 def _padded_rows(examples: Sequence[Example], rows: int, length: int) -> tuple[np.ndarray, ...]:
@@ -95,19 +100,18 @@ def _padded_rows(examples: Sequence[Example], rows: int, length: int) -> tuple[n
     return tokens, positions, segments, mask
 
 
-def _score_rows(graphdef: nnx.GraphDef, state: nnx.State, tokens: jax.Array, positions: jax.Array,
-                segments: jax.Array, mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _score_rows(graphdef: nnx.GraphDef, chunk: int, state: nnx.State, tokens: jax.Array,
+                positions: jax.Array, segments: jax.Array, mask: jax.Array
+                ) -> tuple[jax.Array, jax.Array]:
     model = nnx.merge(graphdef, state)
     hidden, _ = model.hidden_states(tokens, positions, segments)
-    logits = model.logits(hidden[:, :-1])  # position t predicts token t + 1
-    targets = tokens[:, 1:]
-    picked = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
-    nll = jax.nn.logsumexp(logits, axis=-1) - picked
-    trained = mask[:, 1:]  # token 0 of a row is never trained (it starts the template)
-    count = jnp.maximum(trained.sum(-1), 1.0)
-    loss = (nll * trained).sum(-1) / count
-    pooled = jnp.einsum("bt,bth->bh", mask, hidden.astype(jnp.float32)) / jnp.maximum(
-        mask.sum(-1), 1.0)[:, None]
+    # The learner's own log-probs (entry t: token t given the tokens before it), `chunk`
+    # positions of logits at a time.
+    logprobs = sequence_token_stats(hidden, tokens, model.logits, chunk=chunk,
+                                    with_entropy=False).logprobs
+    count = jnp.maximum(mask.sum(-1), 1.0)
+    loss = -(logprobs * mask).sum(-1) / count  # mask[:, 0] is 0: the template starts every row
+    pooled = jnp.einsum("bt,bth->bh", mask, hidden.astype(jnp.float32)) / count[:, None]
     return loss, pooled
 
 

@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("seetjax.learner", reason="the SFT run needs the learner (issue 5)")
-
 ROOT = Path(__file__).resolve().parents[2]
 FLAGS = ["--config=configs/sft.py", "--config.train.steps=4", "--config.train.log_every=1",
          "--config.train.checkpoint_every=2", "--config.train.eval_every=0",
