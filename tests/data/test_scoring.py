@@ -71,3 +71,11 @@ def test_ngram_embeddings_are_deterministic_unit_vectors():
     assert same[0] @ same[1] == pytest.approx(1.0) and same[0] @ same[2] < 0.9
     with pytest.raises(ValueError, match="orders"):
         ngram_embeddings(examples, orders=(0,))
+
+
+def test_chunked_logits_give_the_same_scores(model):
+    examples = make_examples(3, min_len=20, max_len=30)
+    whole = ModelScorer(model, batch_size=3, min_bucket=32)(examples)
+    chunked = ModelScorer(model, batch_size=3, min_bucket=32, logit_chunk=8)(examples)
+    np.testing.assert_allclose(chunked.losses, whole.losses, rtol=1e-5)
+    np.testing.assert_array_equal(chunked.embeddings, whole.embeddings)
