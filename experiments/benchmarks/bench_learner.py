@@ -35,6 +35,7 @@ from seetjax.models.hf import save_hf_checkpoint
 
 sys.path.insert(0, os.path.dirname(__file__))
 from report import add_row, cpu_machine  # noqa: E402
+from torch_peer import optimizer_step, torch_model_and_optimizer  # noqa: E402
 
 TITLE = "Learner: GRPO update, seetjax vs PyTorch (bench_learner.py)"
 COLUMNS = ["date", "machine", "setting", "seetjax tok/s", "pytorch tok/s", "speed-up",
@@ -76,12 +77,8 @@ def seetjax_update(model: Transformer, data: dict):
 
 def torch_update(hf_dir: str, data: dict):
     import torch
-    import transformers
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
-    model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8,
-                                  weight_decay=0.0)
+    model, optimizer = torch_model_and_optimizer(hf_dir, LR)
     tokens = torch.from_numpy(data["tokens"]).long()
     mask = torch.from_numpy(data["mask"])[:, 1:]
     old = torch.from_numpy(data["old"])[:, 1:]
@@ -100,11 +97,7 @@ def torch_update(hf_dir: str, data: dict):
         per_token = torch.maximum(-advantages * ratio,
                                   -advantages * torch.clamp(ratio, 1 - CLIP, 1 + CLIP))
         loss = (per_token * mask).sum() / mask.sum()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
-        optimizer.step()
-        return {"loss": loss.item()}
+        return optimizer_step(model, optimizer, loss, MAX_NORM)
 
     return run
 

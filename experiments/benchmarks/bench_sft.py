@@ -35,6 +35,7 @@ from seetjax.models.tokenizer import Tokenizer
 
 sys.path.insert(0, os.path.dirname(__file__))
 from report import add_row, cpu_machine  # noqa: E402
+from torch_peer import optimizer_step, torch_model_and_optimizer  # noqa: E402
 
 TITLE = "SFT: agent dialogs, seetjax packed / padded vs PyTorch (bench_sft.py)"
 COLUMNS = ["date", "machine", "setting", "seetjax packed tok/s", "seetjax padded tok/s",
@@ -65,14 +66,10 @@ def seetjax_update(model, data: list):
     return run
 
 
-def torch_update(hf_dir: str, padded: list, pad_id: int):
+def pytorch_sft_update(hf_dir: str, padded: list):
     import torch
-    import transformers
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32)
-    model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8,
-                                  weight_decay=0.0)
+    model, optimizer = torch_model_and_optimizer(hf_dir, LR)
     data = []
     for b in padded:  # the same dialogs, each batch padded to its longest only
         width = int((b["segment_ids"] > 0).sum(1).max())
@@ -84,11 +81,7 @@ def torch_update(hf_dir: str, padded: list, pad_id: int):
         logits = model(input_ids=tokens.long(), attention_mask=attention).logits[:, :-1].float()
         nll = torch.logsumexp(logits, -1) - logits.gather(-1, tokens[:, 1:, None].long())[..., 0]
         loss = (nll * mask[:, 1:]).sum() / mask[:, 1:].sum()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
-        optimizer.step()
-        return {"loss": loss.item()}
+        return optimizer_step(model, optimizer, loss, MAX_NORM)
 
     return run
 
@@ -117,7 +110,7 @@ def main() -> None:
                "padded": seetjax_update(load_hf_checkpoint(path), padded)}
     data = {"packed": packed, "padded": padded}
     if not args.no_torch:
-        runners["pytorch"] = torch_update(str(path), padded, tokenizer.pad_id)
+        runners["pytorch"] = pytorch_sft_update(str(path), padded)
         data["pytorch"] = padded
     # First updates (compilation / warm-up) on batch 0, the loss check on the padded batch.
     first = {name: run(0)["loss"] for name, run in runners.items()}
