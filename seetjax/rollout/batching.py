@@ -1,9 +1,10 @@
 """Rollout results -> `TrajectoryBatch`, the arrays the learner consumes.
 
-Static shapes keep the learner's step compiled once per bucket: rows are padded to a multiple of
-the learner's batch divisor (padding rows have segment id 0 and count nowhere), lengths to a power
-of two (at least `min_length`), and counterfactual pairs to a fixed `max_pairs` (padding pairs
-weigh 0), so a step with no record compiles the same program as one with many.
+Static shapes keep the learner's step compiled once: rows are padded to a multiple of the
+learner's batch divisor (padding rows have segment id 0 and count nowhere), every row to one
+`length` (a training run passes its fixed row length; by default the next power of two), and
+counterfactual pairs to a fixed `max_pairs` (padding pairs weigh 0), so a step with no record
+compiles the same program as one with many.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ def round_up(n: int, multiple: int) -> int:
 
 
 def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 1,
-                     min_length: int = 256, max_pairs: int | None = None) -> TrajectoryBatch:
+                     length: int | None = None, max_pairs: int | None = None) -> TrajectoryBatch:
     """Episodes as rows (tokens, loss mask, sampler logprobs, reward, group id) and, when
     `max_pairs` is set, up to that many counterfactual records as preference pairs (anchor step
     chosen, failed step rejected)."""
     arrays = [e.conversation.training_arrays() for e in result.episodes]
     rows = round_up(len(arrays), row_multiple)
-    length = bucket(max(len(t) for t, _, _ in arrays), min_length)
+    length = length or bucket(max(len(t) for t, _, _ in arrays), 256)
     tokens = [t.tolist() for t, _, _ in arrays] + [[]] * (rows - len(arrays))
     masks = [m.tolist() for _, m, _ in arrays] + [[]] * (rows - len(arrays))
     sequences = TokenSequences.from_rows(tokens, masks, length, pad_id)
@@ -42,13 +43,13 @@ def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 
     groups[:len(arrays)] = result.group_ids()
     pairs = None
     if max_pairs is not None:
-        pairs = preference_pairs(result.records[:max_pairs], max_pairs, pad_id, min_length)
+        pairs = preference_pairs(result.records[:max_pairs], max_pairs, pad_id, length)
     return TrajectoryBatch(sequences=sequences, old_logprobs=logprobs, rewards=rewards,
                            group_ids=groups, pairs=pairs)
 
 
 def preference_pairs(records: Sequence[CounterfactualRecord], count: int, pad_id: int,
-                     min_length: int = 256) -> PreferencePairs:
+                     length: int | None = None) -> PreferencePairs:
     """`count` pairs (the records, then padding of weight 0): chosen = prefix + anchor step,
     rejected = prefix + failed step, each masked on its step's tokens only."""
     chosen = [list(r.prefix_ids) + list(r.anchor_ids) for r in records]
@@ -56,7 +57,7 @@ def preference_pairs(records: Sequence[CounterfactualRecord], count: int, pad_id
     chosen_masks = [[0.0] * len(r.prefix_ids) + [1.0] * len(r.anchor_ids) for r in records]
     rejected_masks = [[0.0] * len(r.prefix_ids) + [1.0] * len(r.failed_ids) for r in records]
     pad = count - len(records)
-    length = bucket(max((len(s) for s in chosen + rejected), default=1), min_length)
+    length = length or bucket(max((len(s) for s in chosen + rejected), default=1), 256)
     weights = np.zeros((count,), np.float32)
     weights[:len(records)] = 1.0
     return PreferencePairs(

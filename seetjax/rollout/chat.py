@@ -67,10 +67,14 @@ class Conversation:
         self.messages.append({"role": "assistant", "content": text})
         return text
 
-    def add_observations(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    def add_observations(self, messages: Sequence[Mapping[str, Any]],
+                         max_tokens: int | None = None) -> list[int] | None:
         """Appends what the environment answered and the next reply's header; returns the new ids
-        (what the sampler must be extended with)."""
+        (what the sampler must be extended with), or None, appending nothing, when the
+        conversation would exceed `max_tokens`."""
         ids = self.tokenizer.continuation_ids(self.messages, messages, self.tools)
+        if max_tokens is not None and self.num_tokens + len(ids) > max_tokens:
+            return None
         self.messages.extend(dict(m) for m in messages)
         self.segments.append(Segment(ids, "observation"))
         return ids

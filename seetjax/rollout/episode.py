@@ -35,7 +35,8 @@ _NOT_RUN = (ExecutionErrorKind.UNKNOWN_FUNCTION, ExecutionErrorKind.INVALID_ARGU
 @dataclasses.dataclass(frozen=True)
 class EpisodeLimits:
     """Token caps: per reply, per turn (all replies of a turn), per tool observation, per
-    episode (the whole context)."""
+    episode (the whole context: an episode never grows past it, so its training sequence, and a
+    counterfactual pair's prefix plus step, fit in max_episode_tokens + max_reply_tokens)."""
 
     max_reply_tokens: int = 256
     max_turn_tokens: int = 1024
@@ -105,7 +106,7 @@ class Episode:
                                   self.env.config.max_message_chars)
         calls = [] if isinstance(parsed, ParseError) else list(parsed)
         view = StepView(first, tuple(completion.tokens), tuple(calls),
-                        format_error=isinstance(parsed, ParseError))
+                        well_formed=stopped and not isinstance(parsed, ParseError))
 
         if (self.stage.interception and not isinstance(parsed, ParseError)
                 and log.interceptions < self.stage.interception_budget):
@@ -200,12 +201,13 @@ class Episode:
         """Appends the observations; a failed attempt (its reply from segment `attempt_from` on,
         and this feedback) is treated as the stage's training_context says."""
         observations = [self._capped(m) for m in observations]
-        ids = self.conversation.add_observations(observations)
-        if attempt_from is not None:
-            self.conversation.exclude(attempt_from, self.stage.training_context)
-        if self.conversation.num_tokens >= self.limits.max_episode_tokens:
+        # The next reply needs room too: stop when it would not have a single token.
+        ids = self.conversation.add_observations(observations, self.limits.max_episode_tokens - 1)
+        if ids is None:
             self._truncate()
             return None
+        if attempt_from is not None:
+            self.conversation.exclude(attempt_from, self.stage.training_context)
         return ids
 
     def _capped(self, message: Mapping[str, Any]) -> dict[str, Any]:

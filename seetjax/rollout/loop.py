@@ -115,14 +115,18 @@ class RolloutResult:
                           np.int32)
 
     def stats(self) -> dict[str, float]:
-        """Means over episodes (reward, turn accuracy, format validity, SEET counters)."""
+        """Means over episodes: reward; turn accuracy over all turns (EnvTuning's progress) and
+        over the turns that expect calls (BFCL's checked turns); format validity, the share of
+        replies that ended with their stop token and parsed; SEET's counters."""
         turns = [t for e in self.episodes for t in e.turns]
+        checked = [t for t in turns if t.checked]
         replies = [r for t in turns for r in t.replies]
         per_episode = [e.stats() for e in self.episodes]
         n = max(len(self.episodes), 1)
         out = {"reward": float(self.rewards().mean()) if self.episodes else 0.0,
                "turn_accuracy": sum(bool(t.passed) for t in turns) / max(len(turns), 1),
-               "format_validity": sum(not r.format_error for r in replies) / max(len(replies), 1),
+               "checked_turn_accuracy": sum(bool(t.passed) for t in checked) / max(len(checked), 1),
+               "format_validity": sum(r.well_formed for r in replies) / max(len(replies), 1),
                "records": float(len(self.records))}
         for key in ("retries", "hints", "interceptions", "truncated"):
             out[key] = sum(s[key] for s in per_episode) / n

@@ -30,7 +30,7 @@ class StepView:
     ids: tuple[int, ...]  # the reply as generated
     calls: tuple[ToolCall, ...]  # the calls it made (none: it ended the turn or did not parse)
     attempt: bool = False  # a failed attempt that was retried or intercepted
-    format_error: bool = False  # it could not be parsed
+    well_formed: bool = True  # it ended with its stop token and parsed (as calls or as prose)
 
 
 @dataclasses.dataclass(frozen=True)

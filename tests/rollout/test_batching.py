@@ -54,7 +54,7 @@ def test_one_learner_step_on_rollout_batches(play, task, tokenizer, learner):
                              group_size=2)
     result = rollout.slow_loop(episodes, STAGE3, step=1)
     batch = trajectory_batch(result, pad_id=tokenizer.pad_id, row_multiple=learner.batch_divisor,
-                             max_pairs=2, min_length=2048)
+                             max_pairs=2, length=2048)
     before = nnx.to_pure_dict(state.params)["embed_tokens"]["embedding"].copy()
     state, metrics = learner.update(state, batch)
     assert np.isfinite(metrics["loss"]) and metrics["cf_nll"] > 0
@@ -63,7 +63,7 @@ def test_one_learner_step_on_rollout_batches(play, task, tokenizer, learner):
     # a batch with no records (padding pairs only) reuses the compiled step
     _, same = play([task], STAGE3, [replay(task), replay(task)], group_size=2)
     empty = trajectory_batch(rollout.slow_loop(same, STAGE3, step=2), pad_id=tokenizer.pad_id,
-                             row_multiple=learner.batch_divisor, max_pairs=2, min_length=2048)
+                             row_multiple=learner.batch_divisor, max_pairs=2, length=2048)
     assert empty.pairs.weights.sum() == 0
     state, metrics = learner.update(state, empty)
     assert np.isfinite(metrics["loss"]) and learner.compile_count() == 1

@@ -20,7 +20,7 @@ def test_format_error_is_retried_once_with_a_budget_of_one(play, task, tokenizer
     _, (e,) = play([task], AUGMENTED, [["[cd(folder=", "[cd(folder="]])
     first = e.turns[0]
     assert first.retries == 1
-    assert [r.format_error for r in first.replies] == [True, True]
+    assert [r.well_formed for r in first.replies] == [False, False]
     assert [r.attempt for r in first.replies] == [True, False]  # only the first was retried
     assert first.passed is False and e.turns[1].turn == 1  # the second one ended the turn
     feedback = feedback_texts(tokenizer, e)[0]

@@ -1,0 +1,66 @@
+"""BFCL multi-turn evaluation of a model directory (a run's `model/`, or any HF directory).
+
+    python launch/evaluate.py --model=runs/tiny/model --out=runs/tiny/eval
+    python launch/evaluate.py --model=/models/Qwen2.5-7B-Instruct --per_category=0 \
+        --prompt_style=native --dtype=bfloat16
+
+Greedy by default; writes <out>.md (a table per split in the leaderboard's form and the agent
+metrics) and <out>.json (per-entry verdicts).
+"""
+
+import dataclasses
+
+import jax
+from absl import app, flags
+from flax import nnx
+
+from seetjax.envs.bfcl import BfclEnvConfig
+from seetjax.eval.evaluate import evaluate_tasks, markdown, split_tasks, write_reports
+from seetjax.models.embedded import embedded_model_dir
+from seetjax.models.hf import load_hf_checkpoint
+from seetjax.models.tokenizer import Tokenizer
+from seetjax.rollout.episode import EpisodeLimits
+from seetjax.rollout.loop import Rollout, RolloutConfig, SamplerPolicy
+from seetjax.sampling import Sampler, SamplingParams
+
+_MODEL = flags.DEFINE_string("model", "", "HF directory ('' = the embedded default).")
+_OUT = flags.DEFINE_string("out", "eval", "Output stem: <out>.md and <out>.json.")
+_SPLITS = flags.DEFINE_list("splits", ["train", "test"], "BFCL splits.")
+_CATEGORIES = flags.DEFINE_list("categories", ["base", "miss_func", "miss_param", "long_context"],
+                                "BFCL multi-turn categories.")
+_PER_CATEGORY = flags.DEFINE_integer("per_category", 0, "Tasks per category and split (0: all).")
+_PROMPT_STYLE = flags.DEFINE_enum("prompt_style", "compact", ["bfcl", "native", "compact"],
+                                  "How tools are shown.")
+_DESCRIPTION_CHARS = flags.DEFINE_integer("compact_description_chars", 0,
+                                          "compact style: characters of each tool's description.")
+_TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "0 = greedy.")
+_DTYPE = flags.DEFINE_string("dtype", "float32", "Parameter and compute dtype.")
+_MAX_REPLY = flags.DEFINE_integer("max_reply_tokens", 256, "Tokens per reply.")
+_MAX_EPISODE = flags.DEFINE_integer("max_episode_tokens", 8192, "Tokens per episode.")
+
+
+def main(argv):
+    del argv
+    path = _MODEL.value or embedded_model_dir()
+    model = load_hf_checkpoint(path, dtype=_DTYPE.value)
+    tokenizer = Tokenizer.from_pretrained(path)
+    env = BfclEnvConfig(prompt_style=_PROMPT_STYLE.value,
+                        compact_description_chars=_DESCRIPTION_CHARS.value)
+    limits = dataclasses.replace(EpisodeLimits(), max_reply_tokens=_MAX_REPLY.value,
+                                 max_turn_tokens=4 * _MAX_REPLY.value,
+                                 max_episode_tokens=_MAX_EPISODE.value)
+    sampler = Sampler(model, pad_id=tokenizer.pad_id)
+    reports = []
+    for split in _SPLITS.value:
+        policy = SamplerPolicy(sampler, nnx.state(model),
+                               SamplingParams(temperature=_TEMPERATURE.value),
+                               tokenizer.stop_ids, jax.random.key(0))
+        rollout = Rollout(tokenizer, RolloutConfig(group_size=1, env=env, limits=limits))
+        tasks = split_tasks(split, _CATEGORIES.value, _PER_CATEGORY.value or None)
+        reports.append(evaluate_tasks(rollout, policy, tasks, split))
+    write_reports(reports, _OUT.value)
+    print(markdown(reports))
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,75 @@
+"""Training curves from `metrics.jsonl`: one PNG with a panel per quantity, stages shaded."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+
+PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("reward", ("rollout/reward",)),
+    ("train turn accuracy", ("rollout/turn_accuracy", "eval/train_turn_accuracy")),
+    ("format validity", ("rollout/format_validity", "eval/train_format_validity")),
+    ("retries and hints per episode", ("rollout/retries", "rollout/hints",
+                                       "rollout/interceptions")),
+    ("anchors used, by source", ("rollout/anchors_peer", "rollout/anchors_historical",
+                                 "rollout/anchors_induced")),
+    ("loss", ("learner/loss", "learner/cf_nll")),
+)
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def plot_curves(rows: Sequence[dict], out: str | os.PathLike, title: str = "") -> Path:
+    """Writes the panels of PANELS whose series appear in `rows` (skipping empty ones)."""
+    panels = [(name, [k for k in keys if any(r.get(k) is not None for r in rows)])
+              for name, keys in PANELS]
+    panels = [(n, keys) for n, keys in panels if keys]
+    columns = 3
+    lines = max(1, -(-len(panels) // columns))
+    fig, axes = plt.subplots(lines, columns, figsize=(5 * columns, 3.2 * lines), squeeze=False)
+    stages = [(r["step"], r["stage"]) for r in rows if r.get("stage") is not None]
+    for ax, (name, keys) in zip(axes.flat, panels):
+        _shade_stages(ax, stages)
+        for key in keys:
+            points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+            ax.plot(*zip(*points), marker="o" if len(points) < 30 else None, markersize=3,
+                    label=key.split("/", 1)[-1].replace("_", " ") + (
+                        " (eval)" if key.startswith("eval/") else ""))
+        ax.set_title(name)
+        ax.set_xlabel("step")
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    out = Path(out)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def _shade_stages(ax, stages: Sequence[tuple[int, float]]) -> None:
+    """Alternating background bands, one per stage, labelled at the top."""
+    if not stages:
+        return
+    bands, start, current = [], stages[0][0], stages[0][1]
+    for step, stage in stages[1:]:
+        if stage != current:
+            bands.append((start, step, current))
+            start, current = step, stage
+    bands.append((start, stages[-1][0] + 1, current))
+    for i, (a, b, stage) in enumerate(bands):
+        ax.axvspan(a, b, color="0.93" if i % 2 == 0 else "0.98", zorder=0)
+        ax.text((a + b) / 2, 1.0, f"S{int(stage)}", transform=ax.get_xaxis_transform(),
+                ha="center", va="bottom", fontsize=7, color="0.4")

@@ -1,0 +1,142 @@
+"""A training run's ml_collections config -> validated plan objects, before anything loads.
+
+Every section becomes the dataclass that uses it (StageConfig, Transition, LearnerConfig,
+RolloutConfig, SamplingParams, ...); a bad value, an unknown field in a section, or an impossible
+combination fails here with the field named (`config.seet.stage2.retry_budget: ...`), so a run
+never compiles or rolls out on a config it would later reject.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import ml_collections
+
+from seetjax.envs.bfcl import SPLITS, BfclEnvConfig
+from seetjax.envs.bfcl_data import CATEGORIES
+from seetjax.learner.config import LearnerConfig, learner_config
+from seetjax.rollout.episode import EpisodeLimits
+from seetjax.rollout.loop import RolloutConfig
+from seetjax.sampling import SamplingParams
+from seetjax.seet.config import StageConfig
+from seetjax.seet.curriculum import Transition
+
+T = TypeVar("T")
+STAGE_KEYS = ("stage1", "stage2", "stage3", "stage4")
+# Fields of a `config.seet.stageN` section that are the stage's Transition, not its StageConfig.
+TRANSITION_FIELDS = {"steps": "max_steps", "until_metric": "metric", "threshold": "threshold",
+                     "min_steps": "min_steps"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Everything a run is made of, validated."""
+
+    stages: tuple[StageConfig, ...]  # the stages the run goes through, in order
+    transitions: tuple[Transition, ...]
+    learner: LearnerConfig
+    rollout: RolloutConfig
+    sampling: SamplingParams
+    eval_rollout: RolloutConfig
+    eval_stage: StageConfig  # the last stage without retries, interception or slow loop
+    categories: tuple[str, ...]
+    eval_splits: tuple[str, ...]
+    seet: bool  # False: plain RL, no SEET mechanics (one standard stage, no counterfactual)
+    max_pairs: int  # counterfactual pairs per process per step (0: none)
+
+    @property
+    def row_length(self) -> int:
+        """The learner's fixed row width: an episode's tokens, or a counterfactual pair's prefix
+        and step, always fit (seetjax.rollout.episode.EpisodeLimits), rounded up to 128."""
+        limits = self.rollout.limits
+        return -(-(limits.max_episode_tokens + limits.max_reply_tokens) // 128) * 128
+
+
+def field(path: str, make: Callable[[], T]) -> T:
+    """`make()`, with a ValueError/TypeError re-raised as `config.<path>: ...`."""
+    try:
+        return make()
+    except (ValueError, TypeError, KeyError) as e:
+        raise ValueError(f"config.{path}: {e}") from None
+
+
+def as_dataclass(cls: type[T], values: Mapping[str, Any], path: str, **extra: Any) -> T:
+    """`cls(**values, **extra)`, naming the section when a field is unknown or invalid."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ValueError(f"config.{path}: unknown field(s) {unknown}; known: {sorted(names)}")
+    return field(path, lambda: cls(**dict(values), **extra))
+
+
+def build_plan(config: ml_collections.ConfigDict) -> Plan:
+    categories = tuple(c.strip() for c in config.data.categories.split(",") if c.strip())
+    for c in categories:
+        if c not in CATEGORIES:
+            raise ValueError(f"config.data.categories: {c!r} is not one of {CATEGORIES}")
+    if config.data.split not in SPLITS:
+        raise ValueError(f"config.data.split={config.data.split!r} not in {SPLITS}")
+    eval_splits = tuple(s.strip() for s in config.eval.splits.split(",") if s.strip())
+    for s in eval_splits:
+        if s not in SPLITS:
+            raise ValueError(f"config.eval.splits: {s!r} not in {SPLITS}")
+
+    learner = field("learner", lambda: learner_config(config.learner.to_dict()))
+    env = as_dataclass(BfclEnvConfig, config.env.to_dict(), "env")
+    limits = as_dataclass(EpisodeLimits, config.limits.to_dict(), "limits")
+    rollout = as_dataclass(RolloutConfig, config.rollout.to_dict(), "rollout", env=env,
+                           limits=limits)
+    eval_rollout = dataclasses.replace(rollout, group_size=1)
+    sampling = as_dataclass(SamplingParams, config.sampling.to_dict(), "sampling")
+    if sampling.temperature != learner.temperature:
+        raise ValueError(f"config.sampling.temperature={sampling.temperature} differs from "
+                         f"config.learner.temperature={learner.temperature}: the learner must "
+                         "score tokens under the distribution they were sampled from")
+
+    seet = config.seet.enabled
+    stages, transitions = _stages(config) if seet else _plain(config)
+    max_pairs = config.seet.max_pairs if seet and learner.term("counterfactual") else 0
+    if seet and learner.term("counterfactual") and not config.seet.max_pairs:
+        raise ValueError("config.seet.max_pairs=0 while config.learner.counterfactual_weight > 0: "
+                         "the counterfactual loss would never see a pair")
+    if learner.advantage in ("grpo", "rloo") and rollout.group_size < 2:
+        raise ValueError(f"config.rollout.group_size={rollout.group_size}: {learner.advantage} "
+                         "advantages need at least 2 samples per task")
+    if config.data.tasks_per_step < 1 or config.train.steps < 1:
+        raise ValueError("config.data.tasks_per_step and config.train.steps must be >= 1")
+    eval_stage = dataclasses.replace(stages[-1], env_mode="standard", retry_budget=0,
+                                     interception=False, counterfactual=False)
+    return Plan(stages, transitions, learner, rollout, sampling, eval_rollout, eval_stage,
+                categories, eval_splits, seet, max_pairs)
+
+
+def _stages(config: ml_collections.ConfigDict) -> tuple[tuple, tuple]:
+    """The SEET stages from `config.seet.start_stage` on; the last one runs until the end."""
+    start = config.seet.start_stage
+    if start not in (1, 2, 3, 4):
+        raise ValueError(f"config.seet.start_stage={start}: must be 1, 2, 3 or 4")
+    stages, transitions = [], []
+    for key in STAGE_KEYS[start - 1:]:
+        section = config.seet[key].to_dict()
+        moves = {TRANSITION_FIELDS[k]: section.pop(k) for k in list(section)
+                 if k in TRANSITION_FIELDS}
+        stages.append(as_dataclass(StageConfig, section, f"seet.{key}", stage=int(key[-1])))
+        moves["metric"] = moves.get("metric") or None
+        if moves["metric"] is None:
+            moves["threshold"] = None
+        moves["max_steps"] = moves.get("max_steps") or None
+        transitions.append(as_dataclass(Transition, moves, f"seet.{key}"))
+    transitions[-1] = Transition(None)
+    if config.seet.single_stage:
+        return stages[:1], (Transition(None),)
+    return tuple(stages), tuple(transitions)
+
+
+def _plain(config: ml_collections.ConfigDict) -> tuple[tuple, tuple]:
+    """No SEET: the standard environment, no retries, hints, interception or slow loop."""
+    stage = StageConfig(stage=4, env_mode="standard", retry_budget=0, retry_probability_start=0.0,
+                        retry_probability_end=0.0, counterfactual=False, feedback_marker=False,
+                        peer_anchors=False, historical_anchors=False, induced_anchors=False)
+    return (stage,), (Transition(None),)

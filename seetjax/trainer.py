@@ -1,0 +1,272 @@
+"""The outer loop: SFT warm-up, then RL rollouts under SEET's curriculum, then evaluation.
+
+    python launch/train.py --config=configs/tiny.py --workdir=runs/tiny
+
+Each RL step: the curriculum's stage -> B tasks x G samples rolled out with the current parameters
+(fast loop inside) -> slow loop (anchors, counterfactual records) -> TrajectoryBatch -> one learner
+update -> metrics, records, curriculum step, checkpoint. A workdir resumes where its last
+checkpoint left off, SFT included; everything is deterministic given the config, so a resumed run
+continues exactly. Each process rolls out its own share of the tasks (task i belongs to process
+i mod P, so a process's anchor pool always covers the tasks it sees).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+from tqdm import tqdm
+
+from seetjax.envs.bfcl import load_split
+from seetjax.envs.bfcl_data import BfclTask
+from seetjax.eval.evaluate import SplitReport, evaluate_tasks, markdown, split_tasks
+from seetjax.learner import create_learner
+from seetjax.learner.checkpoint import Checkpointer
+from seetjax.metrics import MetricsWriter
+from seetjax.models.embedded import embedded_model_dir
+from seetjax.models.hf import load_hf_checkpoint, save_hf_checkpoint
+from seetjax.models.tokenizer import Tokenizer
+from seetjax.plots import plot_curves, read_metrics
+from seetjax.rollout.batching import trajectory_batch
+from seetjax.rollout.loop import Rollout, RolloutResult, SamplerPolicy
+from seetjax.rollout.preferences import rollout_preferences
+from seetjax.sampling import Sampler, SamplingParams
+from seetjax.seet.anchors import AnchorPool
+from seetjax.seet.curriculum import Curriculum
+from seetjax.seet.records import write_jsonl
+from seetjax.train_config import build_plan
+from seetjax.train_sync import local_shard, mean_over_processes
+
+
+def say(message: str) -> None:
+    if jax.process_index() == 0:
+        tqdm.write(message)
+
+
+class TrainRun:
+    """One training run in a workdir (see the module docstring)."""
+
+    def __init__(self, config: ml_collections.ConfigDict, workdir: str | os.PathLike):
+        self.plan = build_plan(config)  # fails on a bad config before anything loads
+        self.config, self.workdir = config, Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+
+    # ---------------------------------------------------------------- the run
+
+    def run(self) -> dict[str, Any]:
+        start = time.perf_counter()
+        initial = self._setup(self._warm_up())
+        total = self.config.train.steps
+        bar = tqdm(range(self.step, total), initial=self.step, total=total, desc="rl",
+                   disable=jax.process_index() != 0, dynamic_ncols=True)
+        for step in bar:
+            metrics = self._rl_step(step)
+            bar.set_postfix(stage=int(metrics["stage"]), reward=f"{metrics['rollout/reward']:.2f}",
+                            acc=f"{metrics['rollout/turn_accuracy']:.2f}",
+                            fmt=f"{metrics['rollout/format_validity']:.2f}")
+        self.checkpointer.wait()
+        final = self._finish(initial, time.perf_counter() - start)
+        self.writer.close()
+        return final
+
+    def _warm_up(self) -> Path:
+        """SFT on ground-truth dialogs (skipped when disabled); returns the model to train."""
+        base = Path(self.config.model.path or embedded_model_dir())
+        if not self.config.sft.enabled:
+            return base
+        sft_dir = self.workdir / "sft"
+        if not (sft_dir / "model" / "config.json").exists():
+            from seetjax.sft import SFTRun  # only runs that warm up need the SFT data side
+            sft = self.config.sft.run.copy_and_resolve_references()
+            sft.model.path = str(base)
+            say(f"SFT warm-up -> {sft_dir}")
+            SFTRun(sft, sft_dir).run()
+        return sft_dir / "model"
+
+    def _setup(self, model_path: Path) -> dict[str, Any]:
+        plan, config = self.plan, self.config
+        self.tokenizer = Tokenizer.from_pretrained(model_path)
+        model = load_hf_checkpoint(model_path, dtype=config.model.dtype,
+                                   compute_dtype=config.model.compute_dtype,
+                                   remat=config.model.remat,
+                                   value_head=plan.learner.term("value") is not None)
+        self.learner, state = create_learner(model, plan.learner, seed=config.seed)
+        self.sampler = Sampler(self.learner.model(state), pad_id=self.tokenizer.pad_id,
+                               mesh=self.learner.mesh)
+        self.pool = AnchorPool(config.seet.anchors.capacity, config.seet.anchors.max_age or None)
+        self.rollout = Rollout(self.tokenizer, plan.rollout, self.pool)
+        self.curriculum = Curriculum(plan.stages, plan.transitions)
+        self.tasks = local_shard(self._train_tasks())
+        self.checkpointer = Checkpointer(self.workdir / "checkpoints",
+                                         keep_last=config.train.keep_checkpoints)
+        self.state, self.step = state, 0
+        initial = self._resume()  # before the writer opens metrics.jsonl: it may rewrite it
+        self.writer = MetricsWriter(self.workdir)
+        if initial is None:  # a fresh run: measure the starting point on the training tasks
+            initial = self._eval_train("initial")
+            self.writer.write(0, {f"eval/train_{k}": v for k, v in initial.items()})
+        return initial
+
+    def _train_tasks(self) -> list[BfclTask]:
+        tasks = load_split(self.config.data.split, self.plan.categories)
+        per_category = self.config.data.tasks_per_category
+        if per_category:
+            tasks = [t for c in self.plan.categories
+                     for t in [t for t in tasks if t.category == c][:per_category]]
+        return tasks
+
+    def _rl_step(self, step: int) -> dict[str, float]:
+        stage = self.curriculum.stage
+        tasks = self._tasks_for(step)
+        params = self.learner.sampling_params(self.state)
+        policy = SamplerPolicy(self.sampler, params, self.plan.sampling, self.tokenizer.stop_ids,
+                               jax.random.fold_in(jax.random.key(self.config.seed), step))
+        started = time.perf_counter()
+        result = self.rollout(tasks, policy, stage, self.curriculum.progress, step,
+                              seed=self.config.seed * 7919 + step * 131 + jax.process_index())
+        rolled = time.perf_counter()
+        self.state, learned = self.learner.update(self.state, self._batch(result))
+        metrics = {"stage": float(stage.stage), "seet/retry_probability":
+                   stage.retry_probability(self.curriculum.progress),
+                   "time/rollout_s": rolled - started, "time/learn_s": time.perf_counter() - rolled,
+                   **{f"rollout/{k}": v for k, v in mean_over_processes(result.stats()).items()},
+                   **{f"learner/{k}": v for k, v in learned.items()}}
+        self._write_records(result)
+        if self.config.train.eval_every and (step + 1) % self.config.train.eval_every == 0:
+            metrics.update({f"eval/train_{k}": v for k, v in self._eval_train().items()})
+        self.curriculum.step({k.split("/", 1)[-1]: v for k, v in metrics.items()})
+        self.writer.write(step + 1, metrics)
+        self.step = step + 1
+        if self.step % self.config.train.checkpoint_every == 0 or self.step == self.config.train.steps:
+            self._save()
+        return metrics
+
+    def _tasks_for(self, step: int) -> list[BfclTask]:
+        """This process's tasks of `step`: epochs over a seeded permutation, a pure function of
+        the step (nothing to checkpoint)."""
+        n, k = len(self.tasks), self.config.data.tasks_per_step // jax.process_count()
+        picked = []
+        for j in range(step * k, step * k + k):
+            epoch, position = divmod(j, n)
+            order = np.random.default_rng([self.config.seed, epoch]).permutation(n)
+            picked.append(self.tasks[order[position]])
+        return picked
+
+    def _batch(self, result: RolloutResult):
+        divisor = max(1, self.learner.batch_divisor // jax.process_count())
+        if self.plan.learner.term("dpo") is not None:
+            return rollout_preferences(result, self.tokenizer.pad_id, divisor,
+                                       self.plan.row_length)
+        return trajectory_batch(result, pad_id=self.tokenizer.pad_id, row_multiple=divisor,
+                                length=self.plan.row_length, max_pairs=self.plan.max_pairs or None)
+
+    def _write_records(self, result: RolloutResult) -> None:
+        if result.records:
+            suffix = f".p{jax.process_index()}" if jax.process_count() > 1 else ""
+            write_jsonl(result.records, self.workdir / f"counterfactual_records{suffix}.jsonl")
+
+    # ---------------------------------------------------------------- evaluation
+
+    def _policy(self, greedy: bool = True) -> SamplerPolicy:
+        sampling = SamplingParams(temperature=0.0) if greedy else self.plan.sampling
+        return SamplerPolicy(self.sampler, self.learner.sampling_params(self.state), sampling,
+                             self.tokenizer.stop_ids, jax.random.key(self.config.seed))
+
+    def _eval_rollout(self) -> Rollout:
+        return Rollout(self.tokenizer, self.plan.eval_rollout)
+
+    def _eval_train(self, label: str = "") -> dict[str, float]:
+        """Greedy episodes on this process's training tasks: turn accuracy and format validity."""
+        rollout = self._eval_rollout()
+        episodes = rollout.episodes(self.tasks, self.plan.eval_stage, progress=1.0, seed=0)
+        rollout.play(episodes, self._policy())
+        stats = RolloutResult(episodes, [], {}).stats()
+        return mean_over_processes({"turn_accuracy": stats["turn_accuracy"],
+                                    "format_validity": stats["format_validity"],
+                                    "reward": stats["reward"]})
+
+    def _finish(self, initial: dict[str, float], seconds: float) -> dict[str, Any]:
+        """Final evaluation, model export, report.md and curves.png."""
+        final_train = self._eval_train()
+        reports: list[SplitReport] = []
+        for split in self.plan.eval_splits:
+            tasks = local_shard(split_tasks(split, self.plan.categories,
+                                            self.config.eval.per_category or None))
+            reports.append(evaluate_tasks(self._eval_rollout(), self._policy(), tasks, split,
+                                          self.plan.eval_stage))
+        save_hf_checkpoint(self.learner.model(self.state), self.workdir / "model",
+                           tokenizer=self.tokenizer)
+        summary = {"initial": initial, "final": final_train, "seconds": seconds,
+                   "reports": [r.to_json() for r in reports]}
+        if jax.process_index() == 0:
+            (self.workdir / "summary.json").write_text(json.dumps(summary, indent=2))
+            rows = read_metrics(self.workdir / "metrics.jsonl")
+            plot_curves(rows, self.workdir / "curves.png", title=str(self.workdir.name))
+            (self.workdir / "report.md").write_text(self._report(initial, final_train, reports,
+                                                                 rows, seconds))
+            say(markdown(reports))
+        return summary
+
+    def _report(self, initial: dict, final: dict, reports: list[SplitReport], rows: list[dict],
+                seconds: float) -> str:
+        lines = [f"# Training report: {self.workdir.name}", "",
+                 f"{self.config.train.steps} RL steps, {seconds / 60:.1f} min in all.", "",
+                 "## Training tasks, greedy: initial vs final", "",
+                 "| | format validity | turn accuracy | reward |", "|---|---|---|---|"]
+        for name, m in (("initial", initial), ("final", final)):
+            lines.append(f"| {name} | {m['format_validity']:.3f} | {m['turn_accuracy']:.3f} | "
+                         f"{m['reward']:.3f} |")
+        lines += ["", "## Per stage (rollouts)", "",
+                  "| stage | steps | reward | turn accuracy | format validity | retries | hints |"
+                  " records |", "|---|---|---|---|---|---|---|---|"]
+        for stage in sorted({r["stage"] for r in rows if r.get("stage") is not None}):
+            mine = [r for r in rows if r.get("stage") == stage]
+            mean = {k: np.mean([r[k] for r in mine if r.get(k) is not None] or [0.0]) for k in (
+                "rollout/reward", "rollout/turn_accuracy", "rollout/format_validity",
+                "rollout/retries", "rollout/hints", "rollout/records")}
+            lines.append(f"| {int(stage)} | {len(mine)} | " + " | ".join(
+                f"{v:.3f}" for v in mean.values()) + " |")
+        lines += ["", "## BFCL evaluation (greedy, standard environment)", "", markdown(reports),
+                  "![curves](curves.png)", ""]
+        return "\n".join(lines)
+
+    # ---------------------------------------------------------------- checkpoints
+
+    def _save(self) -> None:
+        caller = {"step": self.step, "curriculum": self.curriculum.state_dict()}
+        self.checkpointer.save(self.step, self.state, caller_state=caller)
+        pool = self.workdir / "anchors" / f"{self.step}.p{jax.process_index()}.json"
+        pool.parent.mkdir(exist_ok=True)
+        pool.with_suffix(".tmp").write_text(json.dumps(self.pool.state_dict()))
+        pool.with_suffix(".tmp").replace(pool)
+
+    def _resume(self) -> dict[str, float] | None:
+        """Restores the latest checkpoint, if any; returns the initial evaluation it recorded."""
+        step = self.checkpointer.latest_step()
+        metrics = self.workdir / "metrics.jsonl"
+        if step is None:
+            if metrics.exists():
+                metrics.unlink()  # a run that never checkpointed starts over
+            return None
+        self.state, caller = self.checkpointer.restore(self.state, step)
+        self.step = caller["step"]
+        self.curriculum.load_state_dict(caller["curriculum"])
+        pool = self.workdir / "anchors" / f"{step}.p{jax.process_index()}.json"
+        self.pool.load_state_dict(json.loads(pool.read_text()))
+        rows = read_metrics(metrics)
+        if jax.process_index() == 0:  # steps after the checkpoint will be run again
+            metrics.write_text("".join(json.dumps(r) + "\n" for r in rows if r["step"] <= step))
+        say(f"resumed at step {self.step} (stage {self.curriculum.stage.stage})")
+        first = rows[0]
+        return {k.removeprefix("eval/train_"): v for k, v in first.items()
+                if k.startswith("eval/train_")}
+
+
+def train(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> dict[str, Any]:
+    return TrainRun(config, workdir).run()
