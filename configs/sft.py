@@ -35,6 +35,8 @@ def get_config() -> ml_collections.ConfigDict:
     # "hermes"; '' = the style's own). compact + python is what SEET rollouts use by default.
     config.data.prompt_style = "compact"
     config.data.call_format = ""
+    config.data.compact_description_chars = 80  # compact: characters of each tool's description
+    config.data.tasks_per_category = 0  # bfcl: the first N scenarios of each category (0: all)
     config.data.parallel_calls = False
     # Continual stages: ';'-separated groups of categories (bfcl) or of paths (jsonl), trained
     # one after another; '' = one stage with everything.

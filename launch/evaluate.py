@@ -14,8 +14,8 @@ import jax
 from absl import app, flags
 from flax import nnx
 
-from seetjax.envs.bfcl import BfclEnvConfig
-from seetjax.eval.evaluate import evaluate_tasks, markdown, split_tasks, write_reports
+from seetjax.envs.bfcl import BfclEnvConfig, load_split
+from seetjax.eval.evaluate import evaluate_tasks, markdown, write_reports
 from seetjax.models.embedded import embedded_model_dir
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
@@ -56,7 +56,7 @@ def main(argv):
                                SamplingParams(temperature=_TEMPERATURE.value),
                                tokenizer.stop_ids, jax.random.key(0))
         rollout = Rollout(tokenizer, RolloutConfig(group_size=1, env=env, limits=limits))
-        tasks = split_tasks(split, _CATEGORIES.value, _PER_CATEGORY.value or None)
+        tasks = load_split(split, _CATEGORIES.value, _PER_CATEGORY.value or None)
         reports.append(evaluate_tasks(rollout, policy, tasks, split))
     write_reports(reports, _OUT.value)
     print(markdown(reports))

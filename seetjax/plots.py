@@ -14,7 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reward", ("rollout/reward",)),
-    ("train turn accuracy", ("rollout/turn_accuracy", "eval/train_turn_accuracy")),
+    ("turn accuracy, checked turns", ("rollout/checked_turn_accuracy",
+                                      "eval/train_checked_turn_accuracy")),
     ("format validity", ("rollout/format_validity", "eval/train_format_validity")),
     ("retries and hints per episode", ("rollout/retries", "rollout/hints",
                                        "rollout/interceptions")),

@@ -67,7 +67,9 @@ def load_dialogs(data: ml_collections.ConfigDict, group: str, split: str | None 
     categories = [c.strip() for c in group.split(",") if c.strip()]
     dialogs, report = bfcl_dialogs(split or data.split, categories, prompt_style=data.prompt_style,
                                    call_format=data.call_format or None,
-                                   parallel_calls=data.parallel_calls)
+                                   parallel_calls=data.parallel_calls,
+                                   per_category=data.tasks_per_category or None,
+                                   compact_description_chars=data.compact_description_chars)
     if report.failed:
         say(f"{group}: {report}")
     return dialogs, report.failed

@@ -9,7 +9,10 @@ never compiles or rolls out on a config it would later reject.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import ml_collections
@@ -20,7 +23,7 @@ from seetjax.learner.config import LearnerConfig, learner_config
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import RolloutConfig
 from seetjax.sampling import SamplingParams
-from seetjax.seet.config import StageConfig
+from seetjax.seet.config import StageConfig, default_stages
 from seetjax.seet.curriculum import Transition
 
 T = TypeVar("T")
@@ -28,6 +31,54 @@ STAGE_KEYS = ("stage1", "stage2", "stage3", "stage4")
 # Fields of a `config.seet.stageN` section that are the stage's Transition, not its StageConfig.
 TRANSITION_FIELDS = {"steps": "max_steps", "until_metric": "metric", "threshold": "threshold",
                      "min_steps": "min_steps"}
+
+
+def load_config_file(path: str | os.PathLike, *args: Any) -> ml_collections.ConfigDict:
+    """`get_config(*args)` of a config file: how one config builds on another
+    (`load_config_file(Path(__file__).with_name("tiny.py"))`)."""
+    spec = importlib.util.spec_from_file_location(f"config_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(*args)
+
+
+def default_config() -> ml_collections.ConfigDict:
+    """Every field of a training run, with defaults; `configs/*.py` start from it. See the
+    README's config reference."""
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    # An HF checkpoint directory; '' = the embedded default (built offline, cached).
+    c.model = ml_collections.ConfigDict(dict(path="", dtype="float32", compute_dtype="float32",
+                                             remat="none"))
+    # Training tasks: the split's first `tasks_per_category` scenarios per category (0: all).
+    c.data = ml_collections.ConfigDict(dict(split="train", categories=",".join(CATEGORIES),
+                                            tasks_per_category=0, tasks_per_step=8))
+    c.env = ml_collections.ConfigDict(dict(prompt_style="compact", compact_description_chars=80,
+                                           max_steps_per_turn=20))  # BfclEnvConfig
+    c.limits = ml_collections.ConfigDict(dict(  # EpisodeLimits, in tokens
+        max_reply_tokens=256, max_turn_tokens=1024, max_observation_tokens=1024,
+        max_episode_tokens=8192))
+    c.rollout = ml_collections.ConfigDict(dict(group_size=8, num_threads=8))
+    c.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0))
+    # SFT warm-up (seetjax.sft): `run` is a whole SFT config; its model is this run's.
+    c.sft = ml_collections.ConfigDict(dict(enabled=False, run=ml_collections.ConfigDict()))
+    # seetjax.learner.learner_config fields.
+    c.learner = ml_collections.ConfigDict(dict(algorithm="grpo", counterfactual_weight=0.1))
+    c.learner.temperature = c.sampling.get_ref("temperature")
+    c.learner.optimizer = ml_collections.ConfigDict(dict(learning_rate=1e-6, max_grad_norm=1.0))
+    c.seet = ml_collections.ConfigDict(dict(enabled=True, start_stage=1, single_stage=False,
+                                            max_pairs=8))
+    c.seet.anchors = ml_collections.ConfigDict(dict(capacity=4, max_age=0))  # 0: no age limit
+    # Each stage: StageConfig fields, plus how long it lasts: `steps` training steps, or until
+    # the rollout metric `until_metric` reaches `threshold` (after `min_steps`).
+    for stage, steps in zip(default_stages(), (10, 10, 50, 0)):
+        fields = {k: v for k, v in dataclasses.asdict(stage).items() if k != "stage"}
+        fields.update(steps=steps, until_metric="", threshold=0.0, min_steps=0)
+        c.seet[f"stage{stage.stage}"] = ml_collections.ConfigDict(fields)
+    c.train = ml_collections.ConfigDict(dict(steps=100, eval_every=0, checkpoint_every=10,
+                                             keep_checkpoints=2))
+    c.eval = ml_collections.ConfigDict(dict(splits="train,test", per_category=0))
+    return c
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +123,8 @@ def as_dataclass(cls: type[T], values: Mapping[str, Any], path: str, **extra: An
 
 
 def build_plan(config: ml_collections.ConfigDict) -> Plan:
+    if config.model.path is None:  # an ml_collections placeholder the config left unset
+        raise ValueError("config.model.path: this config needs an HF checkpoint directory")
     categories = tuple(c.strip() for c in config.data.categories.split(",") if c.strip())
     for c in categories:
         if c not in CATEGORIES:
@@ -104,6 +157,9 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     if learner.advantage in ("grpo", "rloo") and rollout.group_size < 2:
         raise ValueError(f"config.rollout.group_size={rollout.group_size}: {learner.advantage} "
                          "advantages need at least 2 samples per task")
+    if config.sft.enabled:
+        from seetjax.sft import validate as validate_sft  # the SFT data side, only when used
+        field("sft.run", lambda: validate_sft(config.sft.run))
     if config.data.tasks_per_step < 1 or config.train.steps < 1:
         raise ValueError("config.data.tasks_per_step and config.train.steps must be >= 1")
     eval_stage = dataclasses.replace(stages[-1], env_mode="standard", retry_budget=0,
@@ -128,6 +184,10 @@ def _stages(config: ml_collections.ConfigDict) -> tuple[tuple, tuple]:
             moves["threshold"] = None
         moves["max_steps"] = moves.get("max_steps") or None
         transitions.append(as_dataclass(Transition, moves, f"seet.{key}"))
+        if key != STAGE_KEYS[-1] and moves["max_steps"] is None and moves["metric"] is None \
+                and not config.seet.single_stage:
+            raise ValueError(f"config.seet.{key}.steps: a stage before the last needs steps or "
+                             "until_metric, or it would never end")
     transitions[-1] = Transition(None)
     if config.seet.single_stage:
         return stages[:1], (Transition(None),)

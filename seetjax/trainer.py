@@ -21,11 +21,14 @@ from typing import Any
 import jax
 import ml_collections
 import numpy as np
+from flax import nnx
+from jax.experimental import multihost_utils
 from tqdm import tqdm
 
+from seetjax import sharding
 from seetjax.envs.bfcl import load_split
 from seetjax.envs.bfcl_data import BfclTask
-from seetjax.eval.evaluate import SplitReport, evaluate_tasks, markdown, split_tasks
+from seetjax.eval.evaluate import SplitReport, evaluate_tasks, markdown
 from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.metrics import MetricsWriter
@@ -61,7 +64,11 @@ class TrainRun:
 
     def run(self) -> dict[str, Any]:
         start = time.perf_counter()
-        initial = self._setup(self._warm_up())
+        base = Path(self.config.model.path or embedded_model_dir())
+        self.tasks = local_shard(load_split(self.config.data.split, self.plan.categories,
+                                            self.config.data.tasks_per_category or None))
+        initial = self._initial_eval(base)
+        self._setup(self._warm_up(base), initial)
         total = self.config.train.steps
         bar = tqdm(range(self.step, total), initial=self.step, total=total, desc="rl",
                    disable=jax.process_index() != 0, dynamic_ncols=True)
@@ -75,9 +82,25 @@ class TrainRun:
         self.writer.close()
         return final
 
-    def _warm_up(self) -> Path:
+    def _initial_eval(self, base: Path) -> dict[str, float]:
+        """Greedy episodes of the untrained model on the training tasks: the starting point the
+        run's progress is measured against (kept in the workdir, so a resumed run has it too)."""
+        path = self.workdir / "initial_eval.json"
+        if path.exists():
+            return json.loads(path.read_text())
+        model = load_hf_checkpoint(base, dtype=self.config.model.dtype,
+                                   compute_dtype=self.config.model.compute_dtype)
+        tokenizer = Tokenizer.from_pretrained(base)
+        policy = SamplerPolicy(Sampler(model, pad_id=tokenizer.pad_id), nnx.state(model),
+                               SamplingParams(temperature=0.0), tokenizer.stop_ids,
+                               jax.random.key(self.config.seed))
+        initial = self._eval_train(tokenizer, policy)
+        if jax.process_index() == 0:
+            path.write_text(json.dumps(initial))
+        return initial
+
+    def _warm_up(self, base: Path) -> Path:
         """SFT on ground-truth dialogs (skipped when disabled); returns the model to train."""
-        base = Path(self.config.model.path or embedded_model_dir())
         if not self.config.sft.enabled:
             return base
         sft_dir = self.workdir / "sft"
@@ -89,7 +112,7 @@ class TrainRun:
             SFTRun(sft, sft_dir).run()
         return sft_dir / "model"
 
-    def _setup(self, model_path: Path) -> dict[str, Any]:
+    def _setup(self, model_path: Path, initial: dict[str, float]) -> None:
         plan, config = self.plan, self.config
         self.tokenizer = Tokenizer.from_pretrained(model_path)
         model = load_hf_checkpoint(model_path, dtype=config.model.dtype,
@@ -97,41 +120,38 @@ class TrainRun:
                                    remat=config.model.remat,
                                    value_head=plan.learner.term("value") is not None)
         self.learner, state = create_learner(model, plan.learner, seed=config.seed)
+        # Each process samples its own episodes on its own devices (the learner's mesh when
+        # there is one process: then sampler and learner share the parameter arrays).
+        self.sample_mesh = (self.learner.mesh if jax.process_count() == 1
+                            else sharding.make_mesh(devices=jax.local_devices()))
         self.sampler = Sampler(self.learner.model(state), pad_id=self.tokenizer.pad_id,
-                               mesh=self.learner.mesh)
+                               mesh=self.sample_mesh)
         self.pool = AnchorPool(config.seet.anchors.capacity, config.seet.anchors.max_age or None)
         self.rollout = Rollout(self.tokenizer, plan.rollout, self.pool)
         self.curriculum = Curriculum(plan.stages, plan.transitions)
-        self.tasks = local_shard(self._train_tasks())
         self.checkpointer = Checkpointer(self.workdir / "checkpoints",
                                          keep_last=config.train.keep_checkpoints)
         self.state, self.step = state, 0
-        initial = self._resume()  # before the writer opens metrics.jsonl: it may rewrite it
+        resumed = self._resume()  # before the writer opens metrics.jsonl: it may rewrite it
         self.writer = MetricsWriter(self.workdir)
-        if initial is None:  # a fresh run: measure the starting point on the training tasks
-            initial = self._eval_train("initial")
+        if not resumed:
             self.writer.write(0, {f"eval/train_{k}": v for k, v in initial.items()})
-        return initial
-
-    def _train_tasks(self) -> list[BfclTask]:
-        tasks = load_split(self.config.data.split, self.plan.categories)
-        per_category = self.config.data.tasks_per_category
-        if per_category:
-            tasks = [t for c in self.plan.categories
-                     for t in [t for t in tasks if t.category == c][:per_category]]
-        return tasks
 
     def _rl_step(self, step: int) -> dict[str, float]:
         stage = self.curriculum.stage
         tasks = self._tasks_for(step)
-        params = self.learner.sampling_params(self.state)
-        policy = SamplerPolicy(self.sampler, params, self.plan.sampling, self.tokenizer.stop_ids,
+        policy = SamplerPolicy(self.sampler, self._sampling_params(), self.plan.sampling,
+                               self.tokenizer.stop_ids,
                                jax.random.fold_in(jax.random.key(self.config.seed), step))
         started = time.perf_counter()
         result = self.rollout(tasks, policy, stage, self.curriculum.progress, step,
                               seed=self.config.seed * 7919 + step * 131 + jax.process_index())
         rolled = time.perf_counter()
-        self.state, learned = self.learner.update(self.state, self._batch(result))
+        batch = self._batch(result)
+        if mean_over_processes({"signal": float(self._has_signal(result))})["signal"] > 0:
+            self.state, learned = self.learner.update(self.state, batch)
+        else:  # every gradient would be zero: save the step's compute (DAPO's dynamic sampling)
+            learned = {"no_signal": 1.0}
         metrics = {"stage": float(stage.stage), "seet/retry_probability":
                    stage.retry_probability(self.curriculum.progress),
                    "time/rollout_s": rolled - started, "time/learn_s": time.perf_counter() - rolled,
@@ -139,7 +159,8 @@ class TrainRun:
                    **{f"learner/{k}": v for k, v in learned.items()}}
         self._write_records(result)
         if self.config.train.eval_every and (step + 1) % self.config.train.eval_every == 0:
-            metrics.update({f"eval/train_{k}": v for k, v in self._eval_train().items()})
+            metrics.update({f"eval/train_{k}": v for k, v in self._eval_train(
+                self.tokenizer, self._policy()).items()})
         self.curriculum.step({k.split("/", 1)[-1]: v for k, v in metrics.items()})
         self.writer.write(step + 1, metrics)
         self.step = step + 1
@@ -166,6 +187,20 @@ class TrainRun:
         return trajectory_batch(result, pad_id=self.tokenizer.pad_id, row_multiple=divisor,
                                 length=self.plan.row_length, max_pairs=self.plan.max_pairs or None)
 
+    def _has_signal(self, result: RolloutResult) -> bool:
+        """Whether the update would have a non-zero gradient: a group whose rewards differ (a
+        pair to prefer, for DPO), a counterfactual record, or a term that always pulls (KL,
+        entropy, value)."""
+        learner = self.plan.learner
+        policy = learner.term("policy_gradient")
+        if learner.term("value") or (policy and (policy.config.kl_coef or
+                                                 policy.config.entropy_coef)):
+            return True
+        if learner.term("counterfactual") and result.records:
+            return True
+        rewards, groups = result.rewards(), result.group_ids()
+        return any(np.ptp(rewards[groups == g]) > 0 for g in np.unique(groups))
+
     def _write_records(self, result: RolloutResult) -> None:
         if result.records:
             suffix = f".p{jax.process_index()}" if jax.process_count() > 1 else ""
@@ -173,33 +208,42 @@ class TrainRun:
 
     # ---------------------------------------------------------------- evaluation
 
+    def _sampling_params(self) -> Any:
+        """The current parameters where this process samples: the learner's own arrays on one
+        process; on several, gathered and placed on the local devices (the weight sync of
+        multi-host RL: its cost grows with the model, not with the batch)."""
+        params = self.learner.sampling_params(self.state)
+        if jax.process_count() == 1:
+            return params
+        host = multihost_utils.process_allgather(params, tiled=True)
+        return sharding.shard_state(host, self.sample_mesh)
+
     def _policy(self, greedy: bool = True) -> SamplerPolicy:
         sampling = SamplingParams(temperature=0.0) if greedy else self.plan.sampling
-        return SamplerPolicy(self.sampler, self.learner.sampling_params(self.state), sampling,
+        return SamplerPolicy(self.sampler, self._sampling_params(), sampling,
                              self.tokenizer.stop_ids, jax.random.key(self.config.seed))
 
-    def _eval_rollout(self) -> Rollout:
-        return Rollout(self.tokenizer, self.plan.eval_rollout)
-
-    def _eval_train(self, label: str = "") -> dict[str, float]:
-        """Greedy episodes on this process's training tasks: turn accuracy and format validity."""
-        rollout = self._eval_rollout()
+    def _eval_train(self, tokenizer: Tokenizer, policy: SamplerPolicy) -> dict[str, float]:
+        """Episodes of this process's training tasks: turn accuracy (on the turns that expect
+        calls, BFCL's checked turns, and on all turns), format validity and reward."""
+        rollout = Rollout(tokenizer, self.plan.eval_rollout)
         episodes = rollout.episodes(self.tasks, self.plan.eval_stage, progress=1.0, seed=0)
-        rollout.play(episodes, self._policy())
+        rollout.play(episodes, policy)
         stats = RolloutResult(episodes, [], {}).stats()
-        return mean_over_processes({"turn_accuracy": stats["turn_accuracy"],
-                                    "format_validity": stats["format_validity"],
-                                    "reward": stats["reward"]})
+        return mean_over_processes({k: stats[k] for k in (
+            "checked_turn_accuracy", "turn_accuracy", "format_validity", "reward")})
 
     def _finish(self, initial: dict[str, float], seconds: float) -> dict[str, Any]:
         """Final evaluation, model export, report.md and curves.png."""
-        final_train = self._eval_train()
+        final_train = self._eval_train(self.tokenizer, self._policy())
+        self.writer.write(self.step, {f"eval/train_{k}": v for k, v in final_train.items()})
+        self.writer.flush()
         reports: list[SplitReport] = []
         for split in self.plan.eval_splits:
-            tasks = local_shard(split_tasks(split, self.plan.categories,
-                                            self.config.eval.per_category or None))
-            reports.append(evaluate_tasks(self._eval_rollout(), self._policy(), tasks, split,
-                                          self.plan.eval_stage))
+            tasks = local_shard(load_split(split, self.plan.categories,
+                                           self.config.eval.per_category or None))
+            reports.append(evaluate_tasks(Rollout(self.tokenizer, self.plan.eval_rollout),
+                                          self._policy(), tasks, split, self.plan.eval_stage))
         save_hf_checkpoint(self.learner.model(self.state), self.workdir / "model",
                            tokenizer=self.tokenizer)
         summary = {"initial": initial, "final": final_train, "seconds": seconds,
@@ -217,10 +261,14 @@ class TrainRun:
                 seconds: float) -> str:
         lines = [f"# Training report: {self.workdir.name}", "",
                  f"{self.config.train.steps} RL steps, {seconds / 60:.1f} min in all.", "",
-                 "## Training tasks, greedy: initial vs final", "",
-                 "| | format validity | turn accuracy | reward |", "|---|---|---|---|"]
+                 "## Training tasks, greedy: untrained model vs final", "",
+                 "Turn accuracy on the turns that expect calls (BFCL's checked turns) and on all "
+                 "turns (a turn expecting no call passes when none is made).", "",
+                 "| | format validity | turn accuracy (checked) | turn accuracy (all) | reward |",
+                 "|---|---|---|---|---|"]
         for name, m in (("initial", initial), ("final", final)):
-            lines.append(f"| {name} | {m['format_validity']:.3f} | {m['turn_accuracy']:.3f} | "
+            lines.append(f"| {name} | {m['format_validity']:.3f} | "
+                         f"{m['checked_turn_accuracy']:.3f} | {m['turn_accuracy']:.3f} | "
                          f"{m['reward']:.3f} |")
         lines += ["", "## Per stage (rollouts)", "",
                   "| stage | steps | reward | turn accuracy | format validity | retries | hints |"
@@ -246,14 +294,14 @@ class TrainRun:
         pool.with_suffix(".tmp").write_text(json.dumps(self.pool.state_dict()))
         pool.with_suffix(".tmp").replace(pool)
 
-    def _resume(self) -> dict[str, float] | None:
-        """Restores the latest checkpoint, if any; returns the initial evaluation it recorded."""
+    def _resume(self) -> bool:
+        """Restores the latest checkpoint, if any; returns whether there was one."""
         step = self.checkpointer.latest_step()
         metrics = self.workdir / "metrics.jsonl"
         if step is None:
-            if metrics.exists():
+            if metrics.exists() and jax.process_index() == 0:
                 metrics.unlink()  # a run that never checkpointed starts over
-            return None
+            return False
         self.state, caller = self.checkpointer.restore(self.state, step)
         self.step = caller["step"]
         self.curriculum.load_state_dict(caller["curriculum"])
@@ -263,9 +311,7 @@ class TrainRun:
         if jax.process_index() == 0:  # steps after the checkpoint will be run again
             metrics.write_text("".join(json.dumps(r) + "\n" for r in rows if r["step"] <= step))
         say(f"resumed at step {self.step} (stage {self.curriculum.stage.stage})")
-        first = rows[0]
-        return {k.removeprefix("eval/train_"): v for k, v in first.items()
-                if k.startswith("eval/train_")}
+        return True
 
 
 def train(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> dict[str, Any]:

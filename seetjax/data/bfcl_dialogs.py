@@ -103,12 +103,16 @@ def task_dialog(task: BfclTask, config: BfclEnvConfig, *, parallel_calls: bool =
 def bfcl_dialogs(split: str = "train", categories: Sequence[str] = CATEGORIES, *,
                  prompt_style: str = "native", call_format: str | None = None,
                  parallel_calls: bool = False, closings: Closings = Closings(),
-                 tasks: Iterable[BfclTask] | None = None) -> tuple[list[Dialog], ConversionReport]:
-    """Dialogs of every task of `split` in `categories` (or of `tasks`, given instead), and a
-    report naming the tasks whose ground truth did not replay cleanly."""
-    config = BfclEnvConfig(prompt_style=prompt_style, call_format=call_format)
+                 tasks: Iterable[BfclTask] | None = None, per_category: int | None = None,
+                 compact_description_chars: int = 80
+                 ) -> tuple[list[Dialog], ConversionReport]:
+    """Dialogs of every task of `split` in `categories` (the first `per_category` of each, or
+    `tasks` given instead), and a report naming the tasks whose ground truth did not replay
+    cleanly. The prompt settings should be those of the RL rollouts that follow."""
+    config = BfclEnvConfig(prompt_style=prompt_style, call_format=call_format,
+                           compact_description_chars=compact_description_chars)
     dialogs, failed = [], {}
-    for task in load_split(split, categories) if tasks is None else tasks:
+    for task in load_split(split, categories, per_category) if tasks is None else tasks:
         try:
             dialogs.append(task_dialog(task, config, parallel_calls=parallel_calls,
                                        closings=closings,

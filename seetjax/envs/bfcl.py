@@ -46,11 +46,13 @@ def split_indices(split: str) -> tuple[int, ...]:
     return tuple(sorted(parts[split]))
 
 
-def load_split(split: str, categories: Iterable[str] = CATEGORIES) -> list[BfclTask]:
-    """The tasks of `split` in each of `categories`, category by category."""
+def load_split(split: str, categories: Iterable[str] = CATEGORIES,
+               per_category: int | None = None) -> list[BfclTask]:
+    """The tasks of `split` in each of `categories`, category by category; with `per_category`,
+    only the first that many of each (in scenario order: the same scenarios in every category)."""
     indices = set(split_indices(split))
-    return [task for category in categories for task in load_tasks(category)
-            if task.index in indices]
+    return [task for category in categories
+            for task in [t for t in load_tasks(category) if t.index in indices][:per_category]]
 
 
 # The call format each prompt style teaches (compact prompts can teach either); "auto" reads any

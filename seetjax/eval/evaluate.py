@@ -12,7 +12,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from seetjax.envs.bfcl import load_split
 from seetjax.envs.bfcl_data import CATEGORIES, BfclTask
 from seetjax.eval.agent_metrics import AgentMetrics, agent_metrics
 from seetjax.eval.bfcl_checker import BfclReport, EntryResult, entry_result, summarize
@@ -38,15 +37,6 @@ class SplitReport:
                 "turn_pass_rate": b.turn_pass_rate, "agent": self.agent.as_dict(),
                 "entries": [{"id": e.task_id, "valid": e.valid, "error_type": e.error_type}
                             for e in self.entries]}
-
-
-def split_tasks(split: str, categories: Sequence[str] = CATEGORIES,
-                per_category: int | None = None) -> list[BfclTask]:
-    """The split's tasks, at most `per_category` of each category (None: all)."""
-    tasks = load_split(split, categories)
-    if per_category is None:
-        return tasks
-    return [t for c in categories for t in [t for t in tasks if t.category == c][:per_category]]
 
 
 def evaluate_tasks(rollout: Rollout, policy: Policy, tasks: Sequence[BfclTask], split: str,

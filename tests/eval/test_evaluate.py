@@ -2,8 +2,8 @@
 
 import json
 
-from seetjax.envs.bfcl import BfclEnvConfig
-from seetjax.eval.evaluate import EVAL_STAGE, markdown, report, split_tasks, write_reports
+from seetjax.envs.bfcl import BfclEnvConfig, load_split
+from seetjax.eval.evaluate import EVAL_STAGE, markdown, report, write_reports
 from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
 
 
@@ -24,7 +24,7 @@ def ground_truth_policy(tokenizer, episodes, skip_category=None):
 
 
 def test_report_from_ground_truth_replays(tokenizer, tmp_path):
-    tasks = split_tasks("test", per_category=2)
+    tasks = load_split("test", per_category=2)
     assert [t.category for t in tasks] == ["base"] * 2 + ["miss_func"] * 2 + [
         "miss_param"] * 2 + ["long_context"] * 2
     rollout = Rollout(tokenizer, RolloutConfig(group_size=1,

@@ -1,0 +1,39 @@
+"""Trains a tool-calling agent: SFT warm-up, SEET stages, evaluation (seetjax.trainer).
+
+    python launch/train.py --config=configs/tiny.py --workdir=runs/tiny
+    python launch/train.py --config=configs/tiny.py --config.seet.start_stage=3 --workdir=runs/s3
+
+A workdir resumes where it stopped. On several hosts start one process per host with
+`--multihost` (see launch/slurm and launch/k8s): jax.distributed.initialize() then finds the
+cluster by itself (SLURM, Kubernetes), or from SEETJAX_COORDINATOR, SEETJAX_NUM_PROCESSES and
+SEETJAX_PROCESS_ID (e.g. several processes on one machine, with CPU collectives over gloo).
+"""
+
+import os
+
+import jax
+from absl import app, flags
+from ml_collections import config_flags
+
+from seetjax.trainer import train
+
+_CONFIG = config_flags.DEFINE_config_file("config", "configs/tiny.py", "Config file.")
+_WORKDIR = flags.DEFINE_string("workdir", "runs/tiny", "Where checkpoints and reports go.")
+_MULTIHOST = flags.DEFINE_bool("multihost", False, "Call jax.distributed.initialize() first.")
+
+
+def main(argv):
+    del argv
+    if _MULTIHOST.value:
+        if "SEETJAX_COORDINATOR" in os.environ:
+            jax.config.update("jax_cpu_collectives_implementation", "gloo")
+            jax.distributed.initialize(os.environ["SEETJAX_COORDINATOR"],
+                                       num_processes=int(os.environ["SEETJAX_NUM_PROCESSES"]),
+                                       process_id=int(os.environ["SEETJAX_PROCESS_ID"]))
+        else:
+            jax.distributed.initialize()
+    train(_CONFIG.value, _WORKDIR.value)
+
+
+if __name__ == "__main__":
+    app.run(main)

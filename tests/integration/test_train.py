@@ -1,0 +1,121 @@
+"""The training run end to end (launch/train.py on the embedded model): it learns, it resumes
+exactly, it runs as two processes, and it refuses bad configs before loading anything."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import safetensors.numpy
+
+from seetjax.train_config import build_plan, load_config_file
+
+ROOT = Path(__file__).resolve().parents[2]
+# configs/tiny.py shortened: base tasks only, few steps; every stage still runs.
+SHORT = ["--config=configs/tiny.py", "--config.data.categories=base",
+         "--config.data.tasks_per_category=2", "--config.eval.per_category=1",
+         "--config.eval.splits=train", "--config.sft.run.train.steps=40",
+         "--config.sft.run.train.checkpoint_every=40", "--config.sft.run.data.batch_size=2",
+         "--config.train.steps=4", "--config.seet.stage1.steps=1", "--config.seet.stage2.steps=1",
+         "--config.seet.stage3.steps=1", "--config.train.checkpoint_every=2"]
+# Without the warm-up: RL only, short episodes (fast, for resume and multi-process checks).
+RL_ONLY = SHORT + ["--config.sft.enabled=false", "--config.eval.splits=",
+                   "--config.limits.max_episode_tokens=768", "--config.limits.max_reply_tokens=16",
+                   "--config.limits.max_turn_tokens=32"]
+
+
+def launch(workdir, flags, env=None, extra=()):
+    env = env or {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one CPU device
+    out = subprocess.run([sys.executable, "launch/train.py", f"--workdir={workdir}", *flags,
+                          *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+def params(workdir):
+    return safetensors.numpy.load_file(Path(workdir) / "model" / "model.safetensors")
+
+
+@pytest.mark.slow
+def test_short_tiny_run_learns_and_writes_everything(tmp_path, embedded_dir):
+    launch(tmp_path, SHORT)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    initial, final = summary["initial"], summary["final"]
+    assert final["format_validity"] > initial["format_validity"] + 0.3
+    assert final["checked_turn_accuracy"] > initial["checked_turn_accuracy"]
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert sorted({r["stage"] for r in rows if "stage" in r}) == [1.0, 2.0, 3.0, 4.0]
+    for name in ("curves.png", "report.md", "model/config.json", "sft/model/config.json",
+                 "initial_eval.json"):
+        assert (tmp_path / name).exists(), name
+    report = (tmp_path / "report.md").read_text()
+    assert "| initial | 0.000 |" in report and "| train |" in report
+
+
+@pytest.mark.slow
+def test_a_resumed_run_ends_where_a_straight_one_does(tmp_path, embedded_dir):
+    launch(tmp_path / "straight", RL_ONLY)
+    launch(tmp_path / "stopped", RL_ONLY, extra=["--config.train.steps=2"])
+    stdout = launch(tmp_path / "stopped", RL_ONLY).stdout + ""
+    straight, resumed = params(tmp_path / "straight"), params(tmp_path / "stopped")
+    for name, value in straight.items():
+        np.testing.assert_array_equal(value, resumed[name], err_msg=name)
+    rows = [json.loads(line)["step"] for line in
+            (tmp_path / "stopped" / "metrics.jsonl").read_text().splitlines()]
+    assert rows.count(3) == 1 and rows.count(4) >= 1  # steps after the checkpoint, once each
+    assert isinstance(stdout, str)
+
+
+@pytest.mark.slow
+def test_two_processes_on_localhost(tmp_path, embedded_dir):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    procs = []
+    for i in range(2):
+        proc_env = dict(env, SEETJAX_COORDINATOR=f"127.0.0.1:{port}", SEETJAX_NUM_PROCESSES="2",
+                        SEETJAX_PROCESS_ID=str(i))
+        procs.append(subprocess.Popen(
+            [sys.executable, "launch/train.py", f"--workdir={tmp_path}", "--multihost",
+             *RL_ONLY, "--config.train.steps=2"], cwd=ROOT, env=proc_env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for proc in procs:
+        _, err = proc.communicate(timeout=1200)
+        assert proc.returncode == 0, err[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "stage" in r] == [1, 2]
+    assert (tmp_path / "model" / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize("override,message", [
+    (("seet", "stage2", "retry_budget", -1), "config.seet.stage2"),
+    (("rollout", "group_size", 1), "config.rollout.group_size"),
+    (("data", "split", "dev"), "config.data.split"),
+    (("learner", "algorithm", "ppo2"), "config.learner"),
+    (("env", "prompt_style", "xml"), "config.env"),
+    (("sampling", "top_p", 1.5), "config.sampling"),
+])
+def test_bad_configs_fail_with_the_field_named(override, message):
+    config = load_config_file(ROOT / "configs" / "tiny.py")
+    *path, key, value = override
+    section = config
+    for name in path:
+        section = section[name]
+    section[key] = value
+    with pytest.raises(ValueError, match=message):
+        build_plan(config)
+
+
+@pytest.mark.parametrize("name", ["tiny", "grpo", "ppo", "dpo", "sft"])
+def test_shipped_configs_are_valid(name):
+    config = load_config_file(ROOT / "configs" / f"{name}.py")
+    if name == "sft":
+        from seetjax.sft import validate
+        validate(config)
+    else:
+        build_plan(config)
