@@ -1,4 +1,4 @@
-"""`launch/sample.py` (what `make demo` runs until training lands) on the embedded default."""
+"""`launch/sample.py`: replies to BFCL opening turns from the embedded default."""
 
 import subprocess
 import sys
@@ -9,9 +9,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_sample_script_runs(embedded_dir):
     out = subprocess.run(
-        [sys.executable, "launch/sample.py", "--config=configs/tiny.py",
-         "--config.demo.num_tasks=2", "--config.demo.samples_per_task=1",
-         "--config.sampling.max_new_tokens=4", "--config.sampling.temperature=0.0"],
+        [sys.executable, "launch/sample.py", "--num_tasks=2", "--samples=1",
+         "--max_new_tokens=4", "--temperature=0"],
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert str(embedded_dir) in out.stdout
