@@ -127,6 +127,7 @@ class RolloutResult:
                "turn_accuracy": sum(bool(t.passed) for t in turns) / max(len(turns), 1),
                "checked_turn_accuracy": sum(bool(t.passed) for t in checked) / max(len(checked), 1),
                "format_validity": sum(r.well_formed for r in replies) / max(len(replies), 1),
+               "replies": len(replies) / n,  # environment steps per episode
                "records": float(len(self.records))}
         for key in ("retries", "hints", "interceptions", "truncated"):
             out[key] = sum(s[key] for s in per_episode) / n
