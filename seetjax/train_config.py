@@ -154,6 +154,10 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     if seet and learner.term("counterfactual") and not config.seet.max_pairs:
         raise ValueError("config.seet.max_pairs=0 while config.learner.counterfactual_weight > 0: "
                          "the counterfactual loss would never see a pair")
+    chunks = learner.mini_batches * learner.micro_batches
+    if max_pairs % chunks:
+        raise ValueError(f"config.seet.max_pairs={max_pairs} must be a multiple of "
+                         f"learner.mini_batches x micro_batches = {chunks}")
     if learner.advantage in ("grpo", "rloo") and rollout.group_size < 2:
         raise ValueError(f"config.rollout.group_size={rollout.group_size}: {learner.advantage} "
                          "advantages need at least 2 samples per task")

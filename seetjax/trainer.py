@@ -57,6 +57,9 @@ class TrainRun:
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: str | os.PathLike):
         self.plan = build_plan(config)  # fails on a bad config before anything loads
+        if config.data.tasks_per_step % jax.process_count():
+            raise ValueError(f"config.data.tasks_per_step={config.data.tasks_per_step} must be a "
+                             f"multiple of the {jax.process_count()} processes")
         self.config, self.workdir = config, Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
 
@@ -75,7 +78,7 @@ class TrainRun:
         for step in bar:
             metrics = self._rl_step(step)
             bar.set_postfix(stage=int(metrics["stage"]), reward=f"{metrics['rollout/reward']:.2f}",
-                            acc=f"{metrics['rollout/turn_accuracy']:.2f}",
+                            acc=f"{metrics['rollout/checked_turn_accuracy']:.2f}",
                             fmt=f"{metrics['rollout/format_validity']:.2f}")
         self.checkpointer.wait()
         final = self._finish(initial, time.perf_counter() - start)
@@ -226,9 +229,10 @@ class TrainRun:
     def _eval_train(self, tokenizer: Tokenizer, policy: SamplerPolicy) -> dict[str, float]:
         """Episodes of this process's training tasks: turn accuracy (on the turns that expect
         calls, BFCL's checked turns, and on all turns), format validity and reward."""
-        rollout = Rollout(tokenizer, self.plan.eval_rollout)
-        episodes = rollout.episodes(self.tasks, self.plan.eval_stage, progress=1.0, seed=0)
-        rollout.play(episodes, policy)
+        if not hasattr(self, "_eval"):
+            self._eval = Rollout(tokenizer, self.plan.eval_rollout)
+        episodes = self._eval.episodes(self.tasks, self.plan.eval_stage, progress=1.0, seed=0)
+        self._eval.play(episodes, policy)
         stats = RolloutResult(episodes, [], {}).stats()
         return mean_over_processes({k: stats[k] for k in (
             "checked_turn_accuracy", "turn_accuracy", "format_validity", "reward")})
@@ -242,8 +246,8 @@ class TrainRun:
         for split in self.plan.eval_splits:
             tasks = local_shard(load_split(split, self.plan.categories,
                                            self.config.eval.per_category or None))
-            reports.append(evaluate_tasks(Rollout(self.tokenizer, self.plan.eval_rollout),
-                                          self._policy(), tasks, split, self.plan.eval_stage))
+            reports.append(evaluate_tasks(self._eval, self._policy(), tasks, split,
+                                          self.plan.eval_stage))
         save_hf_checkpoint(self.learner.model(self.state), self.workdir / "model",
                            tokenizer=self.tokenizer)
         summary = {"initial": initial, "final": final_train, "seconds": seconds,
