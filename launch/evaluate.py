@@ -1,11 +1,13 @@
-"""BFCL multi-turn evaluation of a model directory (a run's `model/`, or any HF directory).
+"""BFCL multi-turn evaluation of a training run's checkpoint or of any HF model directory.
 
-    python launch/evaluate.py --model=runs/tiny/model --out=runs/tiny/eval
+    python launch/evaluate.py --run=runs/tiny --step=5 --out=runs/tiny/eval_step5
     python launch/evaluate.py --model=/models/Qwen2.5-7B-Instruct --per_category=0 \
         --prompt_style=native --dtype=bfloat16
 
-Greedy by default; writes <out>.md (a table per split in the leaderboard's form and the agent
-metrics) and <out>.json (per-entry verdicts).
+With --run, the model is the run's checkpoint (the latest, or --step) and the prompts, token limits
+and environment are the run's own; with --model they come from the flags. Greedy by default;
+writes <out>.md (a table per split in the leaderboard's form and the agent metrics) and <out>.json
+(per-entry verdicts).
 """
 
 import dataclasses
@@ -15,14 +17,17 @@ from absl import app, flags
 from flax import nnx
 
 from seetjax.envs.bfcl import BfclEnvConfig, load_split
-from seetjax.eval.evaluate import evaluate_tasks, markdown, write_reports
+from seetjax.eval.evaluate import EVAL_STAGE, evaluate_tasks, markdown, write_reports
 from seetjax.models.embedded import embedded_model_dir
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import Rollout, RolloutConfig, SamplerPolicy
 from seetjax.sampling import Sampler, SamplingParams
+from seetjax.trainer import restore_run
 
+_RUN = flags.DEFINE_string("run", "", "A training run's workdir (its checkpoints).")
+_STEP = flags.DEFINE_integer("step", None, "With --run: the checkpoint step (default: latest).")
 _MODEL = flags.DEFINE_string("model", "", "HF directory ('' = the embedded default).")
 _OUT = flags.DEFINE_string("out", "eval", "Output stem: <out>.md and <out>.json.")
 _SPLITS = flags.DEFINE_list("splits", ["train", "test"], "BFCL splits.")
@@ -41,23 +46,28 @@ _MAX_EPISODE = flags.DEFINE_integer("max_episode_tokens", 8192, "Tokens per epis
 
 def main(argv):
     del argv
-    path = _MODEL.value or embedded_model_dir()
-    model = load_hf_checkpoint(path, dtype=_DTYPE.value)
-    tokenizer = Tokenizer.from_pretrained(path)
-    env = BfclEnvConfig(prompt_style=_PROMPT_STYLE.value,
-                        compact_description_chars=_DESCRIPTION_CHARS.value)
-    limits = dataclasses.replace(EpisodeLimits(), max_reply_tokens=_MAX_REPLY.value,
-                                 max_turn_tokens=4 * _MAX_REPLY.value,
-                                 max_episode_tokens=_MAX_EPISODE.value)
+    if _RUN.value:
+        model, tokenizer, plan = restore_run(_RUN.value, _STEP.value)
+        rollout_config, stage = plan.eval_rollout, plan.eval_stage
+    else:
+        path = _MODEL.value or embedded_model_dir()
+        model = load_hf_checkpoint(path, dtype=_DTYPE.value)
+        tokenizer = Tokenizer.from_pretrained(path)
+        env = BfclEnvConfig(prompt_style=_PROMPT_STYLE.value,
+                            compact_description_chars=_DESCRIPTION_CHARS.value)
+        limits = dataclasses.replace(EpisodeLimits(), max_reply_tokens=_MAX_REPLY.value,
+                                     max_turn_tokens=4 * _MAX_REPLY.value,
+                                     max_episode_tokens=_MAX_EPISODE.value)
+        rollout_config, stage = RolloutConfig(group_size=1, env=env, limits=limits), EVAL_STAGE
     sampler = Sampler(model, pad_id=tokenizer.pad_id)
+    rollout = Rollout(tokenizer, rollout_config)
     reports = []
     for split in _SPLITS.value:
         policy = SamplerPolicy(sampler, nnx.state(model),
                                SamplingParams(temperature=_TEMPERATURE.value),
                                tokenizer.stop_ids, jax.random.key(0))
-        rollout = Rollout(tokenizer, RolloutConfig(group_size=1, env=env, limits=limits))
         tasks = load_split(split, _CATEGORIES.value, _PER_CATEGORY.value or None)
-        reports.append(evaluate_tasks(rollout, policy, tasks, split))
+        reports.append(evaluate_tasks(rollout, policy, tasks, split, stage))
     write_reports(reports, _OUT.value)
     print(markdown(reports))
 

@@ -35,6 +35,7 @@ from seetjax.metrics import MetricsWriter
 from seetjax.models.embedded import embedded_model_dir
 from seetjax.models.hf import load_hf_checkpoint, save_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
+from seetjax.models.transformer import Transformer
 from seetjax.plots import plot_curves, read_metrics
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.loop import Rollout, RolloutResult, SamplerPolicy
@@ -43,7 +44,7 @@ from seetjax.sampling import Sampler, SamplingParams
 from seetjax.seet.anchors import AnchorPool
 from seetjax.seet.curriculum import Curriculum
 from seetjax.seet.records import write_jsonl
-from seetjax.train_config import build_plan
+from seetjax.train_config import Plan, build_plan
 from seetjax.train_sync import local_shard, mean_over_processes
 
 
@@ -62,6 +63,8 @@ class TrainRun:
                              f"multiple of the {jax.process_count()} processes")
         self.config, self.workdir = config, Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
+        if jax.process_index() == 0:  # what `restore_run` and launch/evaluate.py --run read
+            (self.workdir / "config.json").write_text(config.to_json_best_effort(indent=2))
 
     # ---------------------------------------------------------------- the run
 
@@ -320,3 +323,20 @@ class TrainRun:
 
 def train(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> dict[str, Any]:
     return TrainRun(config, workdir).run()
+
+
+def restore_run(workdir: str | os.PathLike, step: int | None = None
+                ) -> tuple[Transformer, Tokenizer, Plan]:
+    """A run's model at checkpoint `step` (default: the latest), its tokenizer and its plan."""
+    workdir = Path(workdir)
+    config = ml_collections.ConfigDict(json.loads((workdir / "config.json").read_text()))
+    plan = build_plan(config)
+    start = (workdir / "sft" / "model" if config.sft.enabled
+             else Path(config.model.path or embedded_model_dir()))
+    model = load_hf_checkpoint(start, dtype=config.model.dtype,
+                               compute_dtype=config.model.compute_dtype,
+                               value_head=plan.learner.term("value") is not None)
+    learner, state = create_learner(model, plan.learner, seed=config.seed,
+                                    mesh=sharding.make_mesh(1, 1, 1, jax.devices()[:1]))
+    state, _ = Checkpointer(workdir / "checkpoints").restore(state, step)
+    return learner.model(state), Tokenizer.from_pretrained(start), plan

@@ -11,8 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import safetensors.numpy
+from flax import nnx
 
+from seetjax.models.hf import load_hf_checkpoint
 from seetjax.train_config import build_plan, load_config_file
+from seetjax.trainer import restore_run
 
 ROOT = Path(__file__).resolve().parents[2]
 # configs/tiny.py shortened: base tasks only, few steps; every stage still runs.
@@ -60,14 +63,22 @@ def test_short_tiny_run_learns_and_writes_everything(tmp_path, embedded_dir):
 def test_a_resumed_run_ends_where_a_straight_one_does(tmp_path, embedded_dir):
     launch(tmp_path / "straight", RL_ONLY)
     launch(tmp_path / "stopped", RL_ONLY, extra=["--config.train.steps=2"])
-    stdout = launch(tmp_path / "stopped", RL_ONLY).stdout + ""
+    stdout = launch(tmp_path / "stopped", RL_ONLY).stdout
     straight, resumed = params(tmp_path / "straight"), params(tmp_path / "stopped")
     for name, value in straight.items():
         np.testing.assert_array_equal(value, resumed[name], err_msg=name)
     rows = [json.loads(line)["step"] for line in
             (tmp_path / "stopped" / "metrics.jsonl").read_text().splitlines()]
     assert rows.count(3) == 1 and rows.count(4) >= 1  # steps after the checkpoint, once each
-    assert isinstance(stdout, str)
+    assert "resumed at step 2" in stdout
+    # the last checkpoint is the exported model; an earlier one is not
+    model, _, plan = restore_run(tmp_path / "straight")
+    exported = load_hf_checkpoint(tmp_path / "straight" / "model")
+    for (key, a), (_, b) in zip(nnx.to_flat_state(nnx.state(model)),
+                                nnx.to_flat_state(nnx.state(exported))):
+        np.testing.assert_array_equal(a.get_value(), b.get_value(), err_msg=str(key))
+    earlier, _, _ = restore_run(tmp_path / "straight", step=2)  # any kept checkpoint restores
+    assert earlier.config == model.config and plan.stages[0].stage == 1
 
 
 @pytest.mark.slow

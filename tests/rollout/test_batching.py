@@ -67,3 +67,34 @@ def test_one_learner_step_on_rollout_batches(play, task, tokenizer, learner):
     assert empty.pairs.weights.sum() == 0
     state, metrics = learner.update(state, empty)
     assert np.isfinite(metrics["loss"]) and learner.compile_count() == 1
+
+
+def test_dpo_pairs_from_rollouts_train(play, task, tokenizer, embedded_dir):
+    from seetjax.rollout.preferences import best_worst_pairs, rollout_preferences
+    rollout, episodes = play([task], STAGE3, [replay(task, skip_turn=1), replay(task),
+                                              ["Done."] * 8], group_size=3)
+    result = rollout.slow_loop(episodes, STAGE3, step=1)
+    assert best_worst_pairs(result) == [(1, 2)]  # the full replay over the one that did nothing
+    batch = rollout_preferences(result, tokenizer.pad_id, row_multiple=2, length=2048)
+    chosen = batch.pairs.chosen
+    tokens, mask, _ = episodes[1].conversation.training_arrays()
+    np.testing.assert_array_equal(chosen.tokens[0, :len(tokens)], tokens)
+    np.testing.assert_array_equal(chosen.loss_mask[0, :len(mask)], mask)
+    assert batch.pairs.weights.tolist() == [1.0, 0.0] and batch.sequences is None
+    model = load_hf_checkpoint(embedded_dir)
+    learner, state = create_learner(model, learner_config({"algorithm": "dpo"}),
+                                    mesh=make_mesh(1, 1, 1, jax.devices()[:1]))
+    state, metrics = learner.update(state, batch)
+    assert np.isfinite(metrics["loss"]) and metrics["loss"] == pytest.approx(np.log(2), rel=1e-3)
+
+
+def test_ppo_step_on_rollout_batches(play, task, tokenizer, embedded_dir):
+    rollout, episodes = play([task], STAGE3, [replay(task), replay(task, skip_turn=1)],
+                             group_size=2)
+    batch = trajectory_batch(rollout.slow_loop(episodes, STAGE3, step=1),
+                             pad_id=tokenizer.pad_id, length=2048)
+    model = load_hf_checkpoint(embedded_dir, value_head=True)
+    learner, state = create_learner(model, learner_config({"algorithm": "ppo"}),
+                                    mesh=make_mesh(1, 1, 1, jax.devices()[:1]))
+    state, metrics = learner.update(state, batch)
+    assert np.isfinite(metrics["loss"]) and "loss/value" in metrics
