@@ -64,7 +64,8 @@ class Checkpointer:
             preservation_policy=checkpoint_managers.AnyPreservationPolicy(policies),
             best_fn=best_fn, best_mode=best_mode, enable_async_checkpointing=async_save,
             create=True, cleanup_tmp_directories=True)  # leftovers of a killed run
-        self._manager = ocp.CheckpointManager(os.fspath(directory), options=options)
+        # orbax wants absolute paths; a run started in a relative workdir must still save.
+        self._manager = ocp.CheckpointManager(os.path.abspath(directory), options=options)
 
     def save(self, step: int, state: TrainState, *, caller_state: dict | None = None,
              metrics: dict[str, float] | None = None) -> bool:

@@ -97,3 +97,14 @@ def test_resume_after_sigkill_is_bitwise_exact(tmp_path):
     assert sorted(straight.files) == sorted(resumed.files)
     for name in straight.files:
         np.testing.assert_array_equal(resumed[name], straight[name], err_msg=name)
+
+
+def test_a_relative_directory_works(trained, tmp_path, monkeypatch):
+    learner, state = trained
+    monkeypatch.chdir(tmp_path)
+    checkpoints = Checkpointer("runs/relative/checkpoints")  # as `--workdir=runs/x` gives
+    assert checkpoints.save(1, state)
+    checkpoints.wait()
+    assert (tmp_path / "runs/relative/checkpoints/1").is_dir()
+    restored, _ = Checkpointer("runs/relative/checkpoints").restore(state)
+    assert int(restored.step) == int(state.step)
