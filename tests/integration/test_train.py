@@ -45,7 +45,7 @@ def params(workdir):
 
 @pytest.mark.slow
 def test_short_tiny_run_learns_and_writes_everything(tmp_path, embedded_dir):
-    launch(tmp_path, SHORT)
+    launch(os.path.relpath(tmp_path, ROOT), SHORT)  # a relative workdir, as `make demo` gives
     summary = json.loads((tmp_path / "summary.json").read_text())
     initial, final = summary["initial"], summary["final"]
     assert final["format_validity"] > initial["format_validity"] + 0.3
