@@ -8,7 +8,8 @@ variant starts its RL phase from that model, so variants differ only in their RL
     python experiments/ablate_seet.py --out=experiments/results/ablation --seeds=0,1,2
 
 Writes <out>/ablation.csv (one row per run), <out>/ablation.png (mean +- std per variant) and
-<out>/ablation.md (the table the README shows).
+<out>/ablation.md (the table the README shows). Rerunning the same command after an interruption
+skips finished runs and resumes the unfinished one from its checkpoint.
 """
 
 from __future__ import annotations
@@ -86,6 +87,10 @@ def run(args) -> list[dict]:
             SFTRun(sft, warm).run()
         for name in args.variants:
             workdir = args.out / f"{name}_s{seed}"
+            done = workdir / "ablation_result.json"
+            if done.exists():  # a restarted grid skips finished runs (TrainRun resumes the others)
+                results.append(json.loads(done.read_text()))
+                continue
             variant = base_config(args.steps, args.per_category)
             variant.seed = seed
             variant.model.path = str(warm / "model")
@@ -104,6 +109,7 @@ def run(args) -> list[dict]:
                 "test_turn_accuracy": float(np.mean(list(test["turn_pass_rate"].values()))),
                 "test_overall": test["overall"], "steps_to_threshold": steps,
                 "env_steps_to_threshold": env_steps})
+            done.write_text(json.dumps(results[-1]))
             print(results[-1], flush=True)
     return results
 
