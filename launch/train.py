@@ -12,7 +12,7 @@ SEETJAX_PROCESS_ID (e.g. several processes on one machine, with CPU collectives 
 import os
 
 import jax
-from absl import app, flags
+from absl import app, flags, logging
 from ml_collections import config_flags
 
 from seetjax.trainer import train
@@ -24,6 +24,8 @@ _MULTIHOST = flags.DEFINE_bool("multihost", False, "Call jax.distributed.initial
 
 def main(argv):
     del argv
+    if not flags.FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
     if _MULTIHOST.value:
         if "SEETJAX_COORDINATOR" in os.environ:
             jax.config.update("jax_cpu_collectives_implementation", "gloo")

@@ -30,11 +30,16 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def plot_curves(rows: Sequence[dict], out: str | os.PathLike, title: str = "") -> Path:
-    """Writes the panels of PANELS whose series appear in `rows` (skipping empty ones)."""
+def present_panels(rows: Sequence[dict]) -> list[tuple[str, list[str]]]:
+    """The panels of PANELS with the series that have at least one value in `rows`."""
     panels = [(name, [k for k in keys if any(r.get(k) is not None for r in rows)])
               for name, keys in PANELS]
-    panels = [(n, keys) for n, keys in panels if keys]
+    return [(name, keys) for name, keys in panels if keys]
+
+
+def plot_curves(rows: Sequence[dict], out: str | os.PathLike, title: str = "") -> Path:
+    """Writes the panels of PANELS whose series appear in `rows` (skipping empty ones)."""
+    panels = present_panels(rows)
     columns = 3
     lines = max(1, -(-len(panels) // columns))
     fig, axes = plt.subplots(lines, columns, figsize=(5 * columns, 3.2 * lines), squeeze=False)
@@ -43,9 +48,15 @@ def plot_curves(rows: Sequence[dict], out: str | os.PathLike, title: str = "") -
         _shade_stages(ax, stages)
         for key in keys:
             points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
-            ax.plot(*zip(*points), marker="o" if len(points) < 30 else None, markersize=3,
-                    label=key.split("/", 1)[-1].replace("_", " ") + (
-                        " (eval)" if key.startswith("eval/") else ""))
+            label = key.split("/", 1)[-1].replace("_", " ")
+            if key.startswith("eval/"):
+                # Greedy evaluations are sparse (step 0 is the untrained model, before any SFT
+                # warm-up): dashed, so the line between them does not read as a measured curve.
+                ax.plot(*zip(*points), linestyle="--", marker="s", markersize=5,
+                        label=label + " (greedy eval; step 0 = untrained)")
+            else:
+                ax.plot(*zip(*points), marker="o" if len(points) < 30 else None, markersize=3,
+                        label=label + (" (rollouts)" if key.startswith("rollout/") else ""))
         ax.set_title(name)
         ax.set_xlabel("step")
         ax.legend(fontsize=7)
@@ -72,5 +83,5 @@ def _shade_stages(ax, stages: Sequence[tuple[int, float]]) -> None:
     bands.append((start, stages[-1][0] + 1, current))
     for i, (a, b, stage) in enumerate(bands):
         ax.axvspan(a, b, color="0.93" if i % 2 == 0 else "0.98", zorder=0)
-        ax.text((a + b) / 2, 1.0, f"S{int(stage)}", transform=ax.get_xaxis_transform(),
-                ha="center", va="bottom", fontsize=7, color="0.4")
+        ax.text((a + b) / 2, 0.98, f"S{int(stage)}", transform=ax.get_xaxis_transform(),
+                ha="center", va="top", fontsize=7, color="0.4")
