@@ -43,6 +43,7 @@ bench: install-test
 	$(BIN)/python experiments/benchmarks/bench_sampler.py
 	$(BIN)/python experiments/benchmarks/bench_learner.py
 	$(BIN)/python experiments/benchmarks/bench_sft.py
+	$(BIN)/python experiments/benchmarks/bench_attention.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

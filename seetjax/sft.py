@@ -37,7 +37,7 @@ from seetjax.learner import create_learner, learner_config
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.metrics import MetricsWriter
 from seetjax.models.embedded import embedded_model_dir
-from seetjax.models.hf import load_hf_checkpoint, save_hf_checkpoint
+from seetjax.models.hf import load_hf_checkpoint, load_options, save_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
 
 
@@ -94,6 +94,7 @@ def coreset_config(config: ml_collections.ConfigDict, stage: int) -> CoresetConf
 
 def validate(config: ml_collections.ConfigDict) -> None:
     """Fails on a bad setting, naming it, before any model is loaded or data converted."""
+    load_options(config.model)
     data = config.data
     if data.source not in ("bfcl", "jsonl"):
         raise ValueError(f"config.data.source={data.source!r}: 'bfcl' or 'jsonl'")
@@ -121,8 +122,7 @@ class SFTRun:
         validate(config)
         self.config, self.workdir = config, Path(workdir)
         path = config.model.path or embedded_model_dir()
-        model = load_hf_checkpoint(path, dtype=config.model.dtype,
-                                   compute_dtype=config.model.compute_dtype)
+        model = load_hf_checkpoint(path, **load_options(config.model))
         self.tokenizer = Tokenizer.from_pretrained(path)
         self.learner, self.state = create_learner(model, learner_config(config.learner.to_dict()),
                                                   seed=config.seed)

@@ -20,6 +20,7 @@ import ml_collections
 from seetjax.envs.bfcl import SPLITS, BfclEnvConfig
 from seetjax.envs.bfcl_data import CATEGORIES
 from seetjax.learner.config import LearnerConfig, learner_config
+from seetjax.models.hf import LOAD_FIELDS, load_options
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import RolloutConfig
 from seetjax.sampling import SamplingParams
@@ -48,8 +49,7 @@ def default_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.seed = 0
     # An HF checkpoint directory; '' = the embedded default (built offline, cached).
-    c.model = ml_collections.ConfigDict(dict(path="", dtype="float32", compute_dtype="float32",
-                                             remat="none"))
+    c.model = ml_collections.ConfigDict(dict(path="", **LOAD_FIELDS))
     # Training tasks: the split's first `tasks_per_category` scenarios per category (0: all).
     c.data = ml_collections.ConfigDict(dict(split="train", categories=",".join(CATEGORIES),
                                             tasks_per_category=0, tasks_per_step=8))
@@ -125,6 +125,7 @@ def as_dataclass(cls: type[T], values: Mapping[str, Any], path: str, **extra: An
 def build_plan(config: ml_collections.ConfigDict) -> Plan:
     if config.model.path is None:  # an ml_collections placeholder the config left unset
         raise ValueError("config.model.path: this config needs an HF checkpoint directory")
+    field("model", lambda: load_options(config.model))
     categories = tuple(c.strip() for c in config.data.categories.split(",") if c.strip())
     for c in categories:
         if c not in CATEGORIES:

@@ -33,7 +33,7 @@ from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.metrics import MetricsWriter
 from seetjax.models.embedded import embedded_model_dir
-from seetjax.models.hf import load_hf_checkpoint, save_hf_checkpoint
+from seetjax.models.hf import load_hf_checkpoint, load_options, save_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.models.transformer import Transformer
 from seetjax.plots import plot_curves, read_metrics
@@ -94,8 +94,7 @@ class TrainRun:
         path = self.workdir / "initial_eval.json"
         if path.exists():
             return json.loads(path.read_text())
-        model = load_hf_checkpoint(base, dtype=self.config.model.dtype,
-                                   compute_dtype=self.config.model.compute_dtype)
+        model = load_hf_checkpoint(base, **load_options(self.config.model))
         tokenizer = Tokenizer.from_pretrained(base)
         policy = SamplerPolicy(Sampler(model, pad_id=tokenizer.pad_id), nnx.state(model),
                                SamplingParams(temperature=0.0), tokenizer.stop_ids,
@@ -121,9 +120,7 @@ class TrainRun:
     def _setup(self, model_path: Path, initial: dict[str, float]) -> None:
         plan, config = self.plan, self.config
         self.tokenizer = Tokenizer.from_pretrained(model_path)
-        model = load_hf_checkpoint(model_path, dtype=config.model.dtype,
-                                   compute_dtype=config.model.compute_dtype,
-                                   remat=config.model.remat,
+        model = load_hf_checkpoint(model_path, **load_options(config.model),
                                    value_head=plan.learner.term("value") is not None)
         self.learner, state = create_learner(model, plan.learner, seed=config.seed)
         # Each process samples its own episodes on its own devices (the learner's mesh when
@@ -333,8 +330,7 @@ def restore_run(workdir: str | os.PathLike, step: int | None = None
     plan = build_plan(config)
     start = (workdir / "sft" / "model" if config.sft.enabled
              else Path(config.model.path or embedded_model_dir()))
-    model = load_hf_checkpoint(start, dtype=config.model.dtype,
-                               compute_dtype=config.model.compute_dtype,
+    model = load_hf_checkpoint(start, **load_options(config.model),
                                value_head=plan.learner.term("value") is not None)
     learner, state = create_learner(model, plan.learner, seed=config.seed,
                                     mesh=sharding.make_mesh(1, 1, 1, jax.devices()[:1]))

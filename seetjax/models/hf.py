@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,25 @@ def hf_name(path: tuple[Any, ...]) -> tuple[str, bool]:
     *modules, leaf = (str(p) for p in path)
     prefix = "" if modules[0] in ("lm_head", "value_head") else "model."
     return f"{prefix}{'.'.join(modules)}.{_LEAF_NAMES[leaf]}", leaf == "kernel"
+
+
+# A run config's `model` section besides `path`: how a checkpoint is loaded, with defaults.
+LOAD_FIELDS = {"dtype": "float32", "compute_dtype": "float32", "remat": "none",
+               "attention_block": ModelConfig.attention_block}
+
+
+def load_options(model_section: Mapping[str, Any]) -> dict[str, Any]:
+    """`load_hf_checkpoint` keywords from a run config's `model` section (`path` aside), checked
+    against ModelConfig's rules so that a bad value fails before anything is loaded."""
+    options = {k: v for k, v in model_section.items() if k != "path"}
+    unknown = sorted(set(options) - set(LOAD_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown field(s) {unknown}; known: {['path', *LOAD_FIELDS]}")
+    options = {**LOAD_FIELDS, **options}
+    ModelConfig(vocab_size=2, hidden_size=2, intermediate_size=2, num_layers=1, num_heads=1,
+                num_kv_heads=1, param_dtype=options["dtype"], dtype=options["compute_dtype"],
+                remat=options["remat"], attention_block=options["attention_block"])
+    return options
 
 
 def load_hf_checkpoint(path: str | os.PathLike, *, dtype: str = "float32",

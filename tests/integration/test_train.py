@@ -110,6 +110,8 @@ def test_two_processes_on_localhost(tmp_path, embedded_dir):
     (("learner", "algorithm", "ppo2"), "config.learner"),
     (("env", "prompt_style", "xml"), "config.env"),
     (("sampling", "top_p", 1.5), "config.sampling"),
+    (("model", "remat", "some"), "config.model: ModelConfig.remat"),
+    (("model", "attention_block", -2), "config.model: ModelConfig.attention_block"),
 ])
 def test_bad_configs_fail_with_the_field_named(override, message):
     config = load_config_file(ROOT / "configs" / "tiny.py")

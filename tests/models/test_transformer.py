@@ -91,6 +91,27 @@ def test_remat_same_loss_and_gradients(policy):
                  nnx.to_pure_dict(g2))
 
 
+def test_blocked_attention_equals_one_block_with_gradients():
+    """Query blocks of 4 over 11 packed, padded tokens (last block partial) == one block."""
+    tokens = jnp.asarray(np.random.RandomState(5).randint(0, 128, (2, 11)))
+    mask = jnp.asarray([[0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2], [1, 1, 1, 1, 1, 1, 2, 2, 2, 0, 0]])
+
+    def loss(m):
+        out, _ = m(tokens, positions_from_mask(mask), mask)
+        return (jax.nn.logsumexp(out, axis=-1) * (mask > 0)).sum(), out
+
+    one = Transformer(CFG.replace(attention_block=0), rngs=nnx.Rngs(0))
+    blocked = Transformer(CFG.replace(attention_block=4), rngs=nnx.Rngs(0))
+    (l1, out1), g1 = nnx.value_and_grad(loss, has_aux=True)(one)
+    (l2, out2), g2 = nnx.value_and_grad(loss, has_aux=True)(blocked)
+    real = np.asarray(mask) > 0  # padding queries see nothing; their outputs are arbitrary
+    np.testing.assert_allclose(np.asarray(out1)[real], np.asarray(out2)[real], atol=1e-5)
+    assert np.isfinite(np.asarray(out2)).all()
+    np.testing.assert_allclose(l1, l2, rtol=1e-6)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), nnx.to_pure_dict(g1),
+                 nnx.to_pure_dict(g2))
+
+
 def test_bf16_compute_is_close_to_f32(model):
     tokens = np.random.RandomState(4).randint(0, 128, (2, 8))
     bf16 = Transformer(CFG.replace(dtype="bfloat16"), rngs=nnx.Rngs(0))
@@ -118,7 +139,8 @@ def test_num_params_matches_the_model():
 
 @pytest.mark.parametrize("field,value,message", [
     ("num_kv_heads", 3, "multiple of num_kv_heads"), ("model_type", "gpt2", "model_type"),
-    ("remat", "some", "remat"), ("dtype", "int8", "dtype"), ("vocab_size", 0, "vocab_size")])
+    ("remat", "some", "remat"), ("dtype", "int8", "dtype"), ("vocab_size", 0, "vocab_size"),
+    ("attention_block", -1, "attention_block")])
 def test_config_errors_name_the_field(field, value, message):
     with pytest.raises(ValueError, match=message):
         CFG.replace(**{field: value})
