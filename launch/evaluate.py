@@ -17,7 +17,7 @@ from absl import app, flags
 from flax import nnx
 
 from seetjax.envs.bfcl import BfclEnvConfig, load_split
-from seetjax.eval.evaluate import EVAL_STAGE, evaluate_tasks, markdown, write_reports
+from seetjax.eval.evaluate import evaluate_tasks, markdown, write_reports
 from seetjax.models.embedded import embedded_model_dir
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
@@ -48,7 +48,7 @@ def main(argv):
     del argv
     if _RUN.value:
         model, tokenizer, plan = restore_run(_RUN.value, _STEP.value)
-        rollout_config, stage = plan.eval_rollout, plan.eval_stage
+        rollout_config = plan.eval_rollout
     else:
         path = _MODEL.value or embedded_model_dir()
         model = load_hf_checkpoint(path, dtype=_DTYPE.value)
@@ -58,7 +58,7 @@ def main(argv):
         limits = dataclasses.replace(EpisodeLimits(), max_reply_tokens=_MAX_REPLY.value,
                                      max_turn_tokens=4 * _MAX_REPLY.value,
                                      max_episode_tokens=_MAX_EPISODE.value)
-        rollout_config, stage = RolloutConfig(group_size=1, env=env, limits=limits), EVAL_STAGE
+        rollout_config = RolloutConfig(group_size=1, env=env, limits=limits)
     sampler = Sampler(model, pad_id=tokenizer.pad_id)
     rollout = Rollout(tokenizer, rollout_config)
     reports = []
@@ -67,7 +67,7 @@ def main(argv):
                                SamplingParams(temperature=_TEMPERATURE.value),
                                tokenizer.stop_ids, jax.random.key(0))
         tasks = load_split(split, _CATEGORIES.value, _PER_CATEGORY.value or None)
-        reports.append(evaluate_tasks(rollout, policy, tasks, split, stage))
+        reports.append(evaluate_tasks(rollout, policy, tasks, split))
     write_reports(reports, _OUT.value)
     print(markdown(reports))
 

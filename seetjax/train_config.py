@@ -91,7 +91,6 @@ class Plan:
     rollout: RolloutConfig
     sampling: SamplingParams
     eval_rollout: RolloutConfig
-    eval_stage: StageConfig  # the last stage without retries, interception or slow loop
     categories: tuple[str, ...]
     eval_splits: tuple[str, ...]
     seet: bool  # False: plain RL, no SEET mechanics (one standard stage, no counterfactual)
@@ -167,9 +166,7 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
         field("sft.run", lambda: validate_sft(config.sft.run))
     if config.data.tasks_per_step < 1 or config.train.steps < 1:
         raise ValueError("config.data.tasks_per_step and config.train.steps must be >= 1")
-    eval_stage = dataclasses.replace(stages[-1], env_mode="standard", retry_budget=0,
-                                     interception=False, counterfactual=False)
-    return Plan(stages, transitions, learner, rollout, sampling, eval_rollout, eval_stage,
+    return Plan(stages, transitions, learner, rollout, sampling, eval_rollout,
                 categories, eval_splits, seet, max_pairs)
 
 

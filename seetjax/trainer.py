@@ -28,7 +28,7 @@ from tqdm import tqdm
 from seetjax import sharding
 from seetjax.envs.bfcl import load_split
 from seetjax.envs.bfcl_data import BfclTask
-from seetjax.eval.evaluate import SplitReport, evaluate_tasks, markdown
+from seetjax.eval.evaluate import EVAL_STAGE, SplitReport, evaluate_tasks, markdown
 from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.metrics import MetricsWriter
@@ -231,7 +231,7 @@ class TrainRun:
         calls, BFCL's checked turns, and on all turns), format validity and reward."""
         if not hasattr(self, "_eval"):
             self._eval = Rollout(tokenizer, self.plan.eval_rollout)
-        episodes = self._eval.episodes(self.tasks, self.plan.eval_stage, progress=1.0, seed=0)
+        episodes = self._eval.episodes(self.tasks, EVAL_STAGE, progress=1.0, seed=0)
         self._eval.play(episodes, policy)
         stats = RolloutResult(episodes, [], {}).stats()
         return mean_over_processes({k: stats[k] for k in (
@@ -247,7 +247,7 @@ class TrainRun:
             tasks = local_shard(load_split(split, self.plan.categories,
                                            self.config.eval.per_category or None))
             reports.append(evaluate_tasks(self._eval, self._policy(), tasks, split,
-                                          self.plan.eval_stage))
+                                          EVAL_STAGE))
         save_hf_checkpoint(self.learner.model(self.state), self.workdir / "model",
                            tokenizer=self.tokenizer)
         summary = {"initial": initial, "final": final_train, "seconds": seconds,

@@ -19,8 +19,11 @@ from seetjax.rollout.episode import Episode
 from seetjax.rollout.loop import Policy, Rollout
 from seetjax.seet.config import StageConfig
 
+# BFCL's own conditions: raw API errors, no retries, no marker, nothing intercepted. Every
+# evaluation uses it, so runs of any configuration (SEET or not) are scored alike.
 EVAL_STAGE = StageConfig(stage=4, env_mode="standard", retry_budget=0, retry_probability_start=0.0,
-                         retry_probability_end=0.0, counterfactual=False)
+                         retry_probability_end=0.0, counterfactual=False, feedback_marker=False,
+                         peer_anchors=False, historical_anchors=False, induced_anchors=False)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -183,8 +183,12 @@ class Episode:
         return " ".join(parts)
 
     def _judge(self, result: StepResult) -> None:
+        logs = {t.turn: t for t in self.turns}
         for verdict in result.verdicts:
-            log = next(t for t in self.turns if t.turn == verdict.turn)
+            log = logs.get(verdict.turn)
+            if log is None:  # a force-terminated episode also judges the turns it never reached
+                log = TurnLog(verdict.turn, "")
+                self.turns.append(log)
             log.passed, log.checked = verdict.passed, verdict.checked
         if not result.done:
             self.turns.append(TurnLog(self.env.turn, state_key(self.executed)))

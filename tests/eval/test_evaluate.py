@@ -43,3 +43,19 @@ def test_report_from_ground_truth_replays(tokenizer, tmp_path):
     write_reports([result], str(tmp_path / "eval"))
     saved = json.loads((tmp_path / "eval.json").read_text())
     assert saved[0]["accuracy"]["base"] == 1.0 and len(saved[0]["entries"]) == 8
+
+
+def test_evaluation_errors_are_bfcl_raw_until_force_termination(tokenizer):
+    """Evaluation shows the API's raw error (no stage marker, no hint, no retry); a policy that
+    keeps failing is force-terminated after BFCL's step limit, every turn judged failed."""
+    task = load_split("test", per_category=1)[0]
+    rollout = Rollout(tokenizer, RolloutConfig(group_size=1))
+    episodes = rollout.episodes([task], EVAL_STAGE, progress=1.0, seed=0)
+    rollout.play(episodes, ScriptedPolicy(tokenizer, lambda row: "[no_such_tool(x=1)]"))
+    episode = episodes[0]
+    errors = [m["content"] for m in episode.conversation.messages if m["role"] == "tool"]
+    assert errors and all("no_such_tool" in e for e in errors)
+    assert not any("[stage" in e or "Hint:" in e for e in errors)
+    assert episode.done and episode.stats()["retries"] == 0
+    assert sorted(t.turn for t in episode.turns) == list(range(task.num_turns))
+    assert all(t.passed is False for t in episode.turns)
