@@ -8,8 +8,11 @@ setup(
     description="Self-Play with Environment Tuning (SEET) for tool-calling agents in JAX/Flax NNX",
     python_requires=">=3.11,<3.13",
     packages=find_packages(include=["seetjax", "seetjax.*"]),
-    # Ranges that resolve together on Python 3.11 (see constraints.txt for the exact tested set).
-    # flax 0.12.x needs jax < 0.11.1. transformers is used for tokenizers and chat templates only.
+    # Every package seetjax/ and launch/ import at run time, directly or through a library
+    # feature they use (jinja2: transformers' chat templates). Ranges that resolve together on
+    # Python 3.11 (see constraints.txt for the exact tested set); flax 0.12.x needs jax < 0.11.1.
+    # transformers is used for tokenizers, chat templates and configs only (no torch).
+    # bfcl-eval and mpmath are installed by the Makefile, without bfcl-eval's pinned deps.
     install_requires=[
         "jax>=0.10.2,<0.11.1",
         "jaxlib>=0.10.2,<0.11.1",
@@ -21,8 +24,10 @@ setup(
         "absl-py>=2.1,<3",
         "transformers>=5.23,<6",
         "tokenizers>=0.23.3,<0.24",
+        "jinja2>=3.1,<4",
         "safetensors>=0.8,<0.9",
         "numpy>=2.0,<2.5",
+        "ml-dtypes>=0.5",
         "tqdm>=4.66",
         "matplotlib>=3.9",
         "tensorboardX>=2.6",

@@ -17,7 +17,6 @@ from typing import Any
 import jax
 import numpy as np
 import safetensors.numpy
-import transformers
 from flax import nnx
 from jax.sharding import Mesh
 
@@ -25,6 +24,7 @@ from seetjax import sharding
 from seetjax.models.config import ModelConfig, RopeScaling
 from seetjax.models.safetensors_io import SafetensorsReader, write_sharded
 from seetjax.models.transformer import Transformer
+from seetjax.models.transformers_lib import transformers
 
 log = logging.getLogger(__name__)
 

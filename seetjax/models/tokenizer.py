@@ -15,8 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import tokenizers
-import transformers
 from tokenizers import decoders, models, pre_tokenizers, trainers
+
+from seetjax.models.transformers_lib import transformers
 
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"

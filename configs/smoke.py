@@ -1,0 +1,28 @@
+"""The main job in one or two minutes: configs/tiny.py cut down to a few SFT updates, two RL steps
+(stages 1 and 2) and a one-task evaluation per split. CI runs it from a bare `make install` (no
+test extra) so a missing run-time dependency fails there, not on a user's first `make demo`.
+
+    make smoke    # = python launch/train.py --config=configs/smoke.py --workdir=runs/smoke
+"""
+
+from pathlib import Path
+
+from seetjax.train_config import load_config_file
+
+
+def get_config():
+    config = load_config_file(Path(__file__).with_name("tiny.py"))
+    config.data.categories = "base"
+    config.data.tasks_per_category = 2
+    config.data.tasks_per_step = 1
+    config.rollout.group_size = 2
+    config.sft.run.train.steps = 4
+    config.sft.run.train.checkpoint_every = 4
+    config.seet.max_pairs = 2
+    config.seet.stage1.steps = 1
+    config.seet.stage2.steps = 1
+    config.seet.stage3.steps = 1
+    config.train.steps = 2
+    config.train.checkpoint_every = 2
+    config.eval.per_category = 1
+    return config
