@@ -85,11 +85,11 @@ def run_variant(name: str, seed: int, warm: Path, args) -> dict:
     variant.sft.enabled = False
     for dotted, value in VARIANTS[name].items():
         set_field(variant, dotted, value)
-    summary = TrainRun(variant, args.out / f"{name}_s{seed}").run()
-    test = next(r for r in summary["reports"] if r["split"] == "test")
+    evals = TrainRun(variant, args.out / f"{name}_s{seed}").run()["evals"]
+    test = evals["after_rl"]["splits"]["test"]
     return {"variant": name, "seed": seed,
-            "train_turn_accuracy": summary["final"]["checked_turn_accuracy"],
-            "start_train_turn_accuracy": summary["initial"]["checked_turn_accuracy"],
+            "train_turn_accuracy": evals["after_rl"]["tasks"]["checked_turn_accuracy"],
+            "start_train_turn_accuracy": evals["after_sft"]["tasks"]["checked_turn_accuracy"],
             "test_turn_accuracy": float(np.mean(list(test["turn_pass_rate"].values()))),
             "test_overall": test["overall"]}
 

@@ -15,8 +15,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reward", ("rollout/reward",)),
     ("turn accuracy, checked turns", ("rollout/checked_turn_accuracy",
-                                      "eval/train_checked_turn_accuracy")),
-    ("format validity", ("rollout/format_validity", "eval/train_format_validity")),
+                                      "eval/train_checked_turn_accuracy",
+                                      "eval/untrained_checked_turn_accuracy")),
+    ("format validity", ("rollout/format_validity", "eval/train_format_validity",
+                         "eval/untrained_format_validity")),
+    ("BFCL overall (greedy eval)", ("eval/bfcl_train_overall", "eval/bfcl_test_overall",
+                                    "eval/untrained_bfcl_train_overall",
+                                    "eval/untrained_bfcl_test_overall")),
     ("retries and hints per episode", ("rollout/retries", "rollout/hints",
                                        "rollout/interceptions")),
     ("anchors used, by source", ("rollout/anchors_peer", "rollout/anchors_historical",
@@ -49,11 +54,15 @@ def plot_curves(rows: Sequence[dict], out: str | os.PathLike, title: str = "") -
         for key in keys:
             points = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
             label = key.split("/", 1)[-1].replace("_", " ")
-            if key.startswith("eval/"):
-                # Greedy evaluations are sparse (step 0 is the untrained model, before any SFT
-                # warm-up): dashed, so the line between them does not read as a measured curve.
+            if key.startswith("eval/untrained_"):
+                # The untrained model shares step 0 with the start of RL (after SFT).
+                ax.plot(*zip(*points), linestyle="none", marker="x", markersize=7, color="0.3",
+                        label=label.removeprefix("untrained ") + " (untrained model)")
+            elif key.startswith("eval/"):
+                # Greedy evaluations are sparse (step 0: after the SFT warm-up, the start of
+                # RL): dashed, so the line between them does not read as a measured curve.
                 ax.plot(*zip(*points), linestyle="--", marker="s", markersize=5,
-                        label=label + " (greedy eval; step 0 = untrained)")
+                        label=label + " (greedy eval; step 0 = after SFT)")
             else:
                 ax.plot(*zip(*points), marker="o" if len(points) < 30 else None, markersize=3,
                         label=label + (" (rollouts)" if key.startswith("rollout/") else ""))

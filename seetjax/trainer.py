@@ -28,7 +28,8 @@ from tqdm import tqdm
 from seetjax import sharding
 from seetjax.envs.bfcl import load_split
 from seetjax.envs.bfcl_data import BfclTask
-from seetjax.eval.evaluate import EVAL_STAGE, SplitReport, evaluate_tasks, markdown
+from seetjax.eval.evaluate import markdown
+from seetjax.eval.milestones import Milestone, evaluate_milestone
 from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.metrics import MetricsWriter
@@ -40,6 +41,7 @@ from seetjax.plots import plot_curves, read_metrics
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.loop import Rollout, RolloutResult, SamplerPolicy
 from seetjax.rollout.preferences import rollout_preferences
+from seetjax.run_report import run_report
 from seetjax.sampling import Sampler, SamplingParams
 from seetjax.seet.anchors import AnchorPool
 from seetjax.seet.curriculum import Curriculum
@@ -73,8 +75,17 @@ class TrainRun:
         base = Path(self.config.model.path or embedded_model_dir())
         self.tasks = local_shard(load_split(self.config.data.split, self.plan.categories,
                                             self.config.data.tasks_per_category or None))
-        initial = self._initial_eval(base)
-        self._setup(self._warm_up(base), initial)
+        self.split_tasks = {s: local_shard(load_split(s, self.plan.categories,
+                                                      self.config.eval.per_category or None))
+                            for s in self.plan.eval_splits}
+        # SFT keeps the tokenizer: one evaluation rollout serves every milestone.
+        self._eval = Rollout(Tokenizer.from_pretrained(base), self.plan.eval_rollout)
+        untrained = self._milestone("untrained", lambda: self._untrained_policy(base))
+        self._setup(self._warm_up(base))
+        after_sft = (self._milestone("after_sft", self._policy) if self.config.sft.enabled
+                     else untrained.renamed("after_sft"))
+        if self.step == 0:  # not resumed: the curves start from both points
+            self.writer.write(0, {**untrained.metrics(), **after_sft.metrics()})
         total = self.config.train.steps
         bar = tqdm(range(self.step, total), initial=self.step, total=total, desc="rl",
                    disable=jax.process_index() != 0, dynamic_ncols=True)
@@ -84,25 +95,29 @@ class TrainRun:
                             acc=f"{metrics['rollout/checked_turn_accuracy']:.2f}",
                             fmt=f"{metrics['rollout/format_validity']:.2f}")
         self.checkpointer.wait()
-        final = self._finish(initial, time.perf_counter() - start)
+        final = self._finish((untrained, after_sft), time.perf_counter() - start)
         self.writer.close()
         return final
 
-    def _initial_eval(self, base: Path) -> dict[str, float]:
-        """Greedy episodes of the untrained model on the training tasks: the starting point the
-        run's progress is measured against (kept in the workdir, so a resumed run has it too)."""
-        path = self.workdir / "initial_eval.json"
+    def _milestone(self, name: str, policy) -> Milestone:
+        """The greedy evaluation at milestone `name` (see seetjax.eval.milestones) with the
+        policy `policy()` gives; kept in the workdir, so a resumed run has it without rerunning."""
+        path = self.workdir / "evals" / f"{name}.json"
         if path.exists():
-            return json.loads(path.read_text())
-        model = load_hf_checkpoint(base, **load_options(self.config.model))
-        tokenizer = Tokenizer.from_pretrained(base)
-        policy = SamplerPolicy(Sampler(model, pad_id=tokenizer.pad_id), nnx.state(model),
-                               SamplingParams(temperature=0.0), tokenizer.stop_ids,
-                               jax.random.key(self.config.seed))
-        initial = self._eval_train(tokenizer, policy)
+            return Milestone.from_json(json.loads(path.read_text()))
+        milestone = self._evaluate(name, policy(), self.split_tasks)
         if jax.process_index() == 0:
-            path.write_text(json.dumps(initial))
-        return initial
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(json.dumps(milestone.to_json()))
+        return milestone
+
+    def _untrained_policy(self, base: Path) -> SamplerPolicy:
+        """Greedy decoding with the model the run starts from, before any training."""
+        model = load_hf_checkpoint(base, **load_options(self.config.model))
+        tokenizer = self._eval.tokenizer
+        return SamplerPolicy(Sampler(model, pad_id=tokenizer.pad_id), nnx.state(model),
+                             SamplingParams(temperature=0.0), tokenizer.stop_ids,
+                             jax.random.key(self.config.seed))
 
     def _warm_up(self, base: Path) -> Path:
         """SFT on ground-truth dialogs (skipped when disabled); returns the model to train."""
@@ -117,7 +132,7 @@ class TrainRun:
             SFTRun(sft, sft_dir).run()
         return sft_dir / "model"
 
-    def _setup(self, model_path: Path, initial: dict[str, float]) -> None:
+    def _setup(self, model_path: Path) -> None:
         plan, config = self.plan, self.config
         self.tokenizer = Tokenizer.from_pretrained(model_path)
         model = load_hf_checkpoint(model_path, **load_options(config.model),
@@ -135,10 +150,8 @@ class TrainRun:
         self.checkpointer = Checkpointer(self.workdir / "checkpoints",
                                          keep_last=config.train.keep_checkpoints)
         self.state, self.step = state, 0
-        resumed = self._resume()  # before the writer opens metrics.jsonl: it may rewrite it
+        self._resume()  # before the writer opens metrics.jsonl: it may rewrite it
         self.writer = MetricsWriter(self.workdir)
-        if not resumed:
-            self.writer.write(0, {f"eval/train_{k}": v for k, v in initial.items()})
 
     def _rl_step(self, step: int) -> dict[str, float]:
         stage = self.curriculum.stage
@@ -162,8 +175,7 @@ class TrainRun:
                    **{f"learner/{k}": v for k, v in learned.items()}}
         self._write_records(result)
         if self.config.train.eval_every and (step + 1) % self.config.train.eval_every == 0:
-            metrics.update({f"eval/train_{k}": v for k, v in self._eval_train(
-                self.tokenizer, self._policy()).items()})
+            metrics.update({f"eval/train_{k}": v for k, v in self._eval_train().items()})
         self.curriculum.step({k.split("/", 1)[-1]: v for k, v in metrics.items()})
         self.writer.write(step + 1, metrics)
         self.step = step + 1
@@ -226,67 +238,33 @@ class TrainRun:
         return SamplerPolicy(self.sampler, self._sampling_params(), sampling,
                              self.tokenizer.stop_ids, jax.random.key(self.config.seed))
 
-    def _eval_train(self, tokenizer: Tokenizer, policy: SamplerPolicy) -> dict[str, float]:
-        """Episodes of this process's training tasks: turn accuracy (on the turns that expect
-        calls, BFCL's checked turns, and on all turns), format validity and reward."""
-        if not hasattr(self, "_eval"):
-            self._eval = Rollout(tokenizer, self.plan.eval_rollout)
-        episodes = self._eval.episodes(self.tasks, EVAL_STAGE, progress=1.0, seed=0)
-        self._eval.play(episodes, policy)
-        stats = RolloutResult(episodes, [], {}).stats()
-        return mean_over_processes({k: stats[k] for k in (
-            "checked_turn_accuracy", "turn_accuracy", "format_validity", "reward")})
+    def _eval_train(self) -> dict[str, float]:
+        """Greedy episodes of this process's training tasks (the periodic `train.eval_every`
+        evaluation): the milestone figures without the evaluation splits."""
+        return self._evaluate("periodic", self._policy(), {}).tasks
 
-    def _finish(self, initial: dict[str, float], seconds: float) -> dict[str, Any]:
-        """Final evaluation, model export, report.md and curves.png."""
-        final_train = self._eval_train(self.tokenizer, self._policy())
-        self.writer.write(self.step, {f"eval/train_{k}": v for k, v in final_train.items()})
+    def _evaluate(self, name: str, policy: SamplerPolicy,
+                  split_tasks: dict[str, list[BfclTask]]) -> Milestone:
+        return evaluate_milestone(name, self._eval, policy, self.tasks, split_tasks)
+
+    def _finish(self, milestones: tuple[Milestone, Milestone], seconds: float) -> dict[str, Any]:
+        """The after-RL evaluation, model export, summary.json, report.md and curves.png."""
+        final = self._evaluate("after_rl", self._policy(), self.split_tasks)
+        milestones = (*milestones, final)
+        self.writer.write(self.step, final.metrics())
         self.writer.flush()
-        reports: list[SplitReport] = []
-        for split in self.plan.eval_splits:
-            tasks = local_shard(load_split(split, self.plan.categories,
-                                           self.config.eval.per_category or None))
-            reports.append(evaluate_tasks(self._eval, self._policy(), tasks, split,
-                                          EVAL_STAGE))
         save_hf_checkpoint(self.learner.model(self.state), self.workdir / "model",
                            tokenizer=self.tokenizer)
-        summary = {"initial": initial, "final": final_train, "seconds": seconds,
-                   "reports": [r.to_json() for r in reports]}
+        summary = {"evals": {m.name: m.to_json() for m in milestones}, "seconds": seconds}
         if jax.process_index() == 0:
+            (self.workdir / "evals" / "after_rl.json").write_text(json.dumps(final.to_json()))
             (self.workdir / "summary.json").write_text(json.dumps(summary, indent=2))
             rows = read_metrics(self.workdir / "metrics.jsonl")
             plot_curves(rows, self.workdir / "curves.png", title=str(self.workdir.name))
-            (self.workdir / "report.md").write_text(self._report(initial, final_train, reports,
-                                                                 rows, seconds))
-            say(markdown(reports))
+            (self.workdir / "report.md").write_text(run_report(
+                self.workdir.name, self.config.train.steps, seconds, milestones, rows))
+            say(markdown(list(final.splits.values())))
         return summary
-
-    def _report(self, initial: dict, final: dict, reports: list[SplitReport], rows: list[dict],
-                seconds: float) -> str:
-        lines = [f"# Training report: {self.workdir.name}", "",
-                 f"{self.config.train.steps} RL steps, {seconds / 60:.1f} min in all.", "",
-                 "## Training tasks, greedy: untrained model vs final", "",
-                 "Turn accuracy on the turns that expect calls (BFCL's checked turns) and on all "
-                 "turns (a turn expecting no call passes when none is made).", "",
-                 "| | format validity | turn accuracy (checked) | turn accuracy (all) | reward |",
-                 "|---|---|---|---|---|"]
-        for name, m in (("initial", initial), ("final", final)):
-            lines.append(f"| {name} | {m['format_validity']:.3f} | "
-                         f"{m['checked_turn_accuracy']:.3f} | {m['turn_accuracy']:.3f} | "
-                         f"{m['reward']:.3f} |")
-        lines += ["", "## Per stage (rollouts)", "",
-                  "| stage | steps | reward | turn accuracy | format validity | retries | hints |"
-                  " records |", "|---|---|---|---|---|---|---|---|"]
-        for stage in sorted({r["stage"] for r in rows if r.get("stage") is not None}):
-            mine = [r for r in rows if r.get("stage") == stage]
-            mean = {k: np.mean([r[k] for r in mine if r.get(k) is not None] or [0.0]) for k in (
-                "rollout/reward", "rollout/turn_accuracy", "rollout/format_validity",
-                "rollout/retries", "rollout/hints", "rollout/records")}
-            lines.append(f"| {int(stage)} | {len(mine)} | " + " | ".join(
-                f"{v:.3f}" for v in mean.values()) + " |")
-        lines += ["", "## BFCL evaluation (greedy, standard environment)", "", markdown(reports),
-                  "![curves](curves.png)", ""]
-        return "\n".join(lines)
 
     # ---------------------------------------------------------------- checkpoints
 

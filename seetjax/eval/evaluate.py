@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from seetjax.envs.bfcl_data import CATEGORIES, BfclTask
@@ -58,21 +58,23 @@ def report(split: str, episodes: Sequence[Episode]) -> SplitReport:
     return SplitReport(split, summarize(results), agent_metrics(traces, results), tuple(results))
 
 
-def markdown(reports: Sequence[SplitReport]) -> str:
-    """The leaderboard table (accuracy in %) and the agent metrics, one row per split."""
+def markdown(reports: Sequence[SplitReport | Mapping[str, Any]]) -> str:
+    """The leaderboard table (accuracy in %) and the agent metrics, one row per split; each report
+    a SplitReport or its `to_json()`."""
+    rows = [r.to_json() if isinstance(r, SplitReport) else r for r in reports]
     lines = ["| split | overall | " + " | ".join(CATEGORIES) + " | entries |",
              "|---|---|" + "---|" * len(CATEGORIES) + "---|"]
-    for r in reports:
-        cells = [f"{100 * r.bfcl.accuracy[c]:.1f}" if c in r.bfcl.accuracy else "-"
+    for r in rows:
+        cells = [f"{100 * r['accuracy'][c]:.1f}" if c in r["accuracy"] else "-"
                  for c in CATEGORIES]
-        lines.append(f"| {r.split} | {100 * r.bfcl.overall:.1f} | " + " | ".join(cells)
-                     + f" | {sum(r.bfcl.total.values())} |")
+        lines.append(f"| {r['split']} | {100 * r['overall']:.1f} | " + " | ".join(cells)
+                     + f" | {sum(r['total'].values())} |")
     names = list(AgentMetrics.__dataclass_fields__)
     lines += ["", "| split | " + " | ".join(n.replace("_", " ") for n in names) + " |",
               "|---|" + "---|" * len(names)]
-    for r in reports:
-        values = r.agent.as_dict()
-        lines.append(f"| {r.split} | " + " | ".join(f"{values[n]:.3f}" for n in names) + " |")
+    for r in rows:
+        lines.append(f"| {r['split']} | " + " | ".join(f"{r['agent'][n]:.3f}" for n in names)
+                     + " |")
     return "\n".join(lines) + "\n"
 
 

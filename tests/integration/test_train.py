@@ -46,17 +46,25 @@ def params(workdir):
 @pytest.mark.slow
 def test_short_tiny_run_learns_and_writes_everything(tmp_path, embedded_dir):
     launch(os.path.relpath(tmp_path, ROOT), SHORT)  # a relative workdir, as `make demo` gives
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    initial, final = summary["initial"], summary["final"]
+    evals = json.loads((tmp_path / "summary.json").read_text())["evals"]
+    assert list(evals) == ["untrained", "after_sft", "after_rl"]
+    initial, final = evals["untrained"]["tasks"], evals["after_rl"]["tasks"]
     assert final["format_validity"] > initial["format_validity"] + 0.3
     assert final["checked_turn_accuracy"] > initial["checked_turn_accuracy"]
+    assert evals["after_sft"]["tasks"] != initial  # the warm-up is evaluated on its own
+    assert all(list(e["splits"]) == ["train"] for e in evals.values())
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert sorted({r["stage"] for r in rows if "stage" in r}) == [1.0, 2.0, 3.0, 4.0]
+    start = rows[0]  # the curves start from the untrained model and from the start of RL
+    assert start["step"] == 0 and start["eval/untrained_format_validity"] == 0.0
+    assert start["eval/train_format_validity"] == evals["after_sft"]["tasks"]["format_validity"]
     for name in ("curves.png", "report.md", "model/config.json", "sft/model/config.json",
-                 "initial_eval.json"):
+                 "evals/untrained.json", "evals/after_sft.json", "evals/after_rl.json"):
         assert (tmp_path / name).exists(), name
     report = (tmp_path / "report.md").read_text()
-    assert "| initial | 0.000 |" in report and "| train |" in report
+    for row in ("| untrained | 0.000 |", "| after SFT (start of RL) |", "| after RL |",
+                "| gain of SFT |", "| gain of RL |", "| train |"):
+        assert row in report, row
 
 
 @pytest.mark.slow
