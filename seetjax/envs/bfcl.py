@@ -16,7 +16,6 @@ that reveals them, whose user message lists them.
 
 from __future__ import annotations
 
-import copy
 import functools
 import hashlib
 from collections.abc import Iterable
@@ -25,6 +24,7 @@ from typing import Any
 
 from seetjax.envs.base import EpisodeTrace, Message, StepCode, StepResult, TurnVerdict
 from seetjax.envs.bfcl_data import CATEGORIES, BfclTask, load_tasks
+from seetjax.envs.state_copy import deepcopy_state
 from seetjax.eval.bfcl_checker import FORCE_TERMINATED, EntryResult, TurnChecker, entry_result
 from seetjax.tools import prompts
 from seetjax.tools.calls import MAX_MESSAGE_CHARS, ParseError, ToolCall, parse_tool_calls
@@ -185,11 +185,11 @@ class BfclEnv:
         """A copy of the episode so far (live API instances and checker included); `restore`
         returns to it. SEET's fast loop uses it to retry a failed step from the state before it."""
         state = {k: v for k, v in vars(self).items() if k not in ("config", "_task")}
-        return copy.deepcopy(state, self._shared_memo())
+        return deepcopy_state(state, self._shared_memo())
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Returns the episode to `snapshot` (which stays valid for further restores)."""
-        vars(self).update(copy.deepcopy(snapshot, self._shared_memo()))
+        vars(self).update(deepcopy_state(snapshot, self._shared_memo()))
 
     # ------------------------------------------------------------------ internals
 

@@ -25,9 +25,15 @@ from typing import Any, Literal, Protocol
 CallFormat = Literal["python", "hermes", "json", "auto"]
 
 MAX_MESSAGE_CHARS = 65_536
-# Deeper values than this are never legitimate tool arguments; the bound also keeps every walk
-# over values far from Python's recursion limit.
+# Bounds on argument values. No legitimate tool argument comes near them, and past them ordinary
+# operations on a value fail or take unbounded time: an integer of over 4,300 digits cannot be
+# printed (Python's int-to-str limit), so its call could not be keyed, compared or shown. Depth
+# also keeps every walk over values far from Python's recursion limit.
 MAX_VALUE_DEPTH = 16
+MAX_INT_DIGITS = 64
+MAX_STRING_CHARS = 16_384
+MAX_CONTAINER_ITEMS = 1_024
+_INT_BOUND = 10 ** MAX_INT_DIGITS
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # A message attempts python-format calls when it starts like one, `[name(` or `name(` (no space
@@ -35,7 +41,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _PY_CALL_START = re.compile(r"\[?\s*[A-Za-z_][\w.]*\(")
 _PY_CALL_ANYWHERE = re.compile(r"\[\s*[A-Za-z_][\w.]*\(")
 _FENCE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\n?(.*?)\n?```\Z", re.DOTALL)
-_TOOL_CALL_TAG = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_OPEN_TAG, _CLOSE_TAG = "<tool_call>", "</tool_call>"
 
 
 class ParamNames(Protocol):
@@ -69,8 +75,10 @@ class ToolCall:
         return hash(self.key())
 
     def to_python(self) -> str:
-        """BFCL's decoded form, `name(a=1, b='x')`; parses back to an equal call."""
-        parts = [repr(v) for v in self.positional] + [f"{k}={v!r}" for k, v in self.args.items()]
+        """BFCL's decoded form, `name(a=1, b='x')`; parses back to an equal call (an integer
+        past the parser's bounds is written in hex, which the parser rejects)."""
+        parts = [_py_repr(v) for v in self.positional] + [f"{k}={_py_repr(v)}"
+                                                          for k, v in self.args.items()]
         return f"{self.name}({', '.join(parts)})"
 
     def to_json(self) -> dict[str, Any]:
@@ -169,15 +177,24 @@ def parse_hermes_calls(text: str, schemas: Mapping[str, ParamNames] | None = Non
     """Hermes/Qwen `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks. (JSON
     arguments are always named: `schemas` is accepted for a signature shared by all parsers.)"""
     calls, end = [], 0
-    for match in _TOOL_CALL_TAG.finditer(text):
-        stray = _stray_tag(text, end, match.start())
+    # One left-to-right scan with str.find (a lazy regex rescans the tail from every unclosed
+    # tag: quadratic in the message length).
+    while (opened := text.find(_OPEN_TAG, end)) >= 0:
+        stray = _stray_tag(text, end, opened)
+        if stray is not None:
+            return stray
+        body = opened + len(_OPEN_TAG)
+        closed = text.find(_CLOSE_TAG, body)
+        if closed < 0:
+            return _error(text, opened, "hermes", "unclosed <tool_call>")
+        stray = _stray_tag(text, body, closed)  # a second <tool_call> before this one closes
         if stray is not None:
             return stray
         try:
-            calls.extend(_json_calls(match.group(1), match.start(1), single=True))
+            calls.extend(_json_calls(text[body:closed], body, single=True))
         except _Reject as e:
             return _error(text, e.offset, "hermes", e.message)
-        end = match.end()
+        end = closed + len(_CLOSE_TAG)
     return _stray_tag(text, end, len(text)) or calls
 
 
@@ -229,6 +246,11 @@ def _literal(node: ast.AST, source: str, depth: int) -> Any:
             and isinstance(node.operand, ast.Constant) and type(node.operand.value) in (int, float)):
         value = _constant(node.operand.value, _node_offset(source, node))
         return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, (ast.List, ast.Tuple, ast.Dict)):
+        items = len(node.keys if isinstance(node, ast.Dict) else node.elts)
+        if items > MAX_CONTAINER_ITEMS:
+            raise _Reject(f"a value with {items} items (limit {MAX_CONTAINER_ITEMS})",
+                          _node_offset(source, node))
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_literal(e, source, depth + 1) for e in node.elts]
     if isinstance(node, ast.Dict):
@@ -249,11 +271,23 @@ def _literal(node: ast.AST, source: str, depth: int) -> Any:
 
 
 def _constant(value: Any, offset: int | None) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise _Reject("numbers must be finite", offset)
+    problem = _scalar_problem(value)
+    if problem is not None:
+        raise _Reject(problem, offset)
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
     raise _Reject(f"a {type(value).__name__} constant is not a JSON-like literal", offset)
+
+
+def _scalar_problem(value: Any) -> str | None:
+    """Why a scalar argument value is out of bounds, or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "numbers must be finite"
+    if isinstance(value, int) and not isinstance(value, bool) and not -_INT_BOUND < value < _INT_BOUND:
+        return f"an integer of more than {MAX_INT_DIGITS} digits"
+    if isinstance(value, str) and len(value) > MAX_STRING_CHARS:
+        return f"a string of {len(value)} characters (limit {MAX_STRING_CHARS})"
+    return None
 
 
 def _describe(node: ast.AST) -> str:
@@ -262,7 +296,7 @@ def _describe(node: ast.AST) -> str:
     if isinstance(node, ast.Call):
         return "a call inside the arguments"
     if isinstance(node, ast.Constant):
-        return f"the constant {node.value!r}"[:80]
+        return f"the constant {_py_repr(node.value)}"[:80]
     return f"an expression of kind {type(node).__name__}"
 
 
@@ -274,14 +308,14 @@ def _json_calls(body: str, start: int, single: bool) -> list[ToolCall]:
     stripped = body.strip()
     inner = start + (len(body) - len(body.lstrip()))
     try:
-        value = json.loads(stripped, parse_constant=_reject_json_constant)
+        value = _json_loads(stripped)
     except json.JSONDecodeError as e:
         raise _Reject(f"invalid JSON: {e.msg}", inner + e.pos) from None
     except _Reject as e:
         raise _Reject(e.message, inner) from None
     except (RecursionError, MemoryError, ValueError) as e:
         raise _Reject(f"cannot read the JSON: {_short(e)}", inner) from None
-    _check_depth(value, inner)
+    _check_value(value, inner)
     if single and not isinstance(value, dict):
         raise _Reject("a <tool_call> block must hold one JSON object", inner)
     items = value if isinstance(value, list) else [value]
@@ -300,30 +334,56 @@ def _json_call(item: Any, offset: int) -> ToolCall:
     args = item.get("arguments", item.get("parameters", {}))
     if isinstance(args, str):  # some models send the arguments as a JSON string
         try:
-            args = json.loads(args, parse_constant=_reject_json_constant) if args.strip() else {}
+            args = _json_loads(args) if args.strip() else {}
         except (json.JSONDecodeError, RecursionError, ValueError, _Reject):
             raise _Reject(f"the arguments of {name} are a string that is not a JSON object",
                           offset) from None
-        _check_depth(args, offset)
+        _check_value(args, offset)
     if not isinstance(args, dict):
         raise _Reject(f"the arguments of {name} must be a JSON object", offset)
     return ToolCall(name, args)
+
+
+def _json_loads(text: str) -> Any:
+    """json.loads with numbers checked as they are read: no NaN/Infinity, no float that
+    overflows to inf (`1e400`), no integer past the digit bound (checked before conversion)."""
+    return json.loads(text, parse_constant=_reject_json_constant, parse_float=_json_float,
+                      parse_int=_json_int)
 
 
 def _reject_json_constant(name: str) -> Any:
     raise _Reject(f"{name} is not allowed; numbers must be finite")
 
 
-def _check_depth(value: Any, offset: int) -> None:
+def _json_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Reject(f"{text[:40]} is not a finite number")
+    return value
+
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Reject(f"an integer of more than {MAX_INT_DIGITS} digits")
+    return int(text)
+
+
+def _check_value(value: Any, offset: int) -> None:
+    """A decoded JSON value within the bounds (depth, container items, string length)."""
     stack = [(value, 0)]
     while stack:  # iterative: the value may be as deep as the JSON decoder allowed
         item, depth = stack.pop()
         if depth > MAX_VALUE_DEPTH + 1:
             raise _Reject(f"value nested deeper than {MAX_VALUE_DEPTH} levels", offset)
+        if isinstance(item, (dict, list)) and len(item) > MAX_CONTAINER_ITEMS:
+            raise _Reject(f"a value with {len(item)} items (limit {MAX_CONTAINER_ITEMS})", offset)
         if isinstance(item, dict):
             stack.extend((v, depth + 1) for v in item.values())
+            stack.extend((k, depth + 1) for k in item)
         elif isinstance(item, list):
             stack.extend((v, depth + 1) for v in item)
+        elif (problem := _scalar_problem(item)) is not None:
+            raise _Reject(problem, offset)
 
 
 def _stray_tag(text: str, begin: int, end: int) -> ParseError | None:
@@ -351,12 +411,30 @@ def _bind(name: str, args: dict[str, Any], positional: list[Any],
 
 def _canonical(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and not -_INT_BOUND < value < _INT_BOUND:
+        return {"int": hex(value)}  # JSON would print it in decimal, which Python refuses past 4,300 digits
+    if isinstance(value, float):  # NaN and inf (only ever built in code: parsers reject them)
+        return value if math.isfinite(value) else {"float": repr(value)}
     if isinstance(value, (list, tuple)):
         return [_canonical(v) for v in value]
     if isinstance(value, dict):
         return {str(k): _canonical(v) for k, v in value.items()}
     return value
+
+
+def _py_repr(value: Any) -> str:
+    """`repr`, except integers past the bounds, written in hex (repr would refuse past 4,300
+    digits), recursively."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -_INT_BOUND < value < _INT_BOUND:
+        return hex(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_py_repr(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_py_repr(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_py_repr(k)}: {_py_repr(v)}" for k, v in value.items()) + "}"
+    return repr(value)
 
 
 def _message_body(text: str) -> tuple[str, int]:

@@ -21,6 +21,7 @@ import functools
 import inspect
 import json
 import sys
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -105,16 +106,18 @@ class ToolExecutor:
         # episode record. Fresh mutable defaults: some APIs mutate a `[]` default, which Python
         # shares across every call in the process.
         kwargs = copy.deepcopy({**mutable_defaults, **call.args})
-        try:
-            with _isolated_numeric_context():
+        # Rendered inside the same context: an mpmath result prints at the precision the tool
+        # set, as in bfcl_eval, where nothing restores it between the call and its output.
+        with _isolated_numeric_context():
+            try:
                 result = method(**kwargs)
-        except Exception as e:  # noqa: BLE001 - any API failure is an observation for the model
-            return ExecutionResult(call, f"{ERROR_PREFIX}{e}", ExecutionErrorKind.API_EXCEPTION)
-        try:
-            output = render_output(result)
-        except Exception as e:  # noqa: BLE001 - e.g. an integer too long to print
-            return ExecutionResult(call, f"{ERROR_PREFIX}the result cannot be shown: {e}",
-                                   ExecutionErrorKind.API_EXCEPTION)
+            except Exception as e:  # noqa: BLE001 - any API failure is an observation for the model
+                return ExecutionResult(call, f"{ERROR_PREFIX}{e}", ExecutionErrorKind.API_EXCEPTION)
+            try:
+                output = render_output(result)
+            except Exception as e:  # noqa: BLE001 - e.g. an integer too long to print
+                return ExecutionResult(call, f"{ERROR_PREFIX}the result cannot be shown: {e}",
+                                       ExecutionErrorKind.API_EXCEPTION)
         error = ExecutionErrorKind.API_ERROR if type(result) is dict and "error" in result else None
         return ExecutionResult(call, output, error)
 
@@ -146,15 +149,23 @@ def _mutable_defaults(cls: type, name: str) -> dict[str, Any]:
             if isinstance(p.default, (list, dict, set))}
 
 
+# mpmath's working precision is process-global (the decimal context is per thread): BFCL's MathAPI
+# sets it inside a call, so calls running at once in the rollout's threads would compute at each
+# other's precision. Tool calls hold this lock while they run; they are short and pure Python, so
+# under the GIL the lock costs nothing measurable.
+_NUMERIC_STATE = threading.Lock()
+
+
 @contextlib.contextmanager
 def _isolated_numeric_context() -> Iterator[None]:
     """Keeps tools from changing process-wide numeric settings (BFCL's MathAPI sets the decimal
-    context precision and mpmath's working precision)."""
-    mpmath = sys.modules.get("mpmath")
-    saved_precision = mpmath.mp.prec if mpmath is not None else None
-    try:
-        with decimal.localcontext():
-            yield
-    finally:
-        if mpmath is not None:
-            mpmath.mp.prec = saved_precision
+    context precision and mpmath's working precision) or seeing another thread's."""
+    with _NUMERIC_STATE:
+        mpmath = sys.modules.get("mpmath")
+        saved_precision = mpmath.mp.prec if mpmath is not None else None
+        try:
+            with decimal.localcontext():
+                yield
+        finally:
+            if mpmath is not None:
+                mpmath.mp.prec = saved_precision

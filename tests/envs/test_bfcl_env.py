@@ -203,3 +203,27 @@ def test_snapshot_and_restore_undo_a_step():
     assert env.executor.execute(ToolCall("mkdir", {"dir_name": "fresh"})).ok
     root = env.executor.instances["GorillaFileSystem"].root
     assert "fresh" in root.contents["document"].contents
+
+
+def test_snapshot_of_a_directory_tree_deeper_than_the_recursion_limit():
+    """The model decides how deep the file system goes (mkdir + cd, 10 levels a step): snapshot and
+    restore copy any depth, and the copy is a faithful, independent tree."""
+    env = BfclEnv(BfclEnvConfig(max_steps_per_turn=100))
+    env.reset(BASE0)
+    depth = 400
+    for level in range(0, depth, 10):
+        calls = [c for i in range(level, level + 10)
+                 for c in (f"mkdir(dir_name='d{i}')", f"cd(folder='d{i}')")]
+        assert env.step("[" + ", ".join(calls) + "]").code is StepCode.CLEAN_CALL
+    snapshot = env.snapshot()
+    env.step("[touch(file_name='after.txt')]")
+    env.restore(snapshot)
+    fs = env.executor.instances["GorillaFileSystem"]
+    node, levels = fs._current_dir, 0
+    while node.parent is not None:
+        assert node.parent.contents[node.name] is node  # links point inside the copy
+        node, levels = node.parent, levels + 1
+    assert node is fs.root and levels == depth
+    assert "after.txt" not in fs._current_dir.contents
+    assert env.step("[ls()]").code is StepCode.CLEAN_CALL
+    assert env.step("Done.").verdicts[0].passed is False  # judged (a state mismatch), no crash

@@ -108,6 +108,31 @@ def test_tools_cannot_change_process_wide_numeric_settings():
     assert (decimal.getcontext().prec, mpmath.mp.prec) == (precision, mp_precision)
 
 
+def test_math_outputs_do_not_depend_on_other_threads():
+    """mpmath's precision is process-global: calls at many precisions on 8 threads at once give
+    exactly the outputs of one thread, each printed at its own precision as bfcl_eval prints it."""
+    import concurrent.futures
+
+    calls = [ToolCall("logarithm", {"value": 2 + i % 7, "base": 3, "precision": 5 + i % 40})
+             for i in range(1200)]
+
+    def outputs(chunk):
+        ex = executor("MathAPI")
+        return [ex.execute(c).output for c in chunk]
+
+    alone = outputs(calls)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        threaded = [o for part in pool.map(outputs, [calls[k::8] for k in range(8)]) for o in part]
+    assert [o for k in range(8) for o in alone[k::8]] == threaded
+    saved = mpmath.mp.prec
+    try:  # calls[0] asks for 5 digits: its output is printed at 5, not at the process's 15
+        mpmath.mp.dps = 5
+        expected = str({"result": mpmath.log(2) / mpmath.log(3)})
+    finally:
+        mpmath.mp.prec = saved
+    assert alone[0] == expected
+
+
 def test_outputs_are_rendered_as_bfcl_renders_them():
     assert render_output("text") == "text"
     assert render_output({"a": [1, 2.5], "b": None}) == '{"a": [1, 2.5], "b": null}'
