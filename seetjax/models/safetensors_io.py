@@ -27,10 +27,25 @@ INDEX_FILE = "model.safetensors.index.json"
 
 
 def _read_header(path: Path) -> tuple[dict, int]:
+    """The tensor entries of a safetensors file and where its data starts; a ValueError naming the
+    file when it is not one, or is shorter than its header says (a copy cut off)."""
+    size = path.stat().st_size
     with open(path, "rb") as f:
+        if size < 8:
+            raise ValueError(f"{path}: {size} bytes, too short for a safetensors file")
         (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
+        if 8 + n > size:
+            raise ValueError(f"{path}: truncated: its header needs {8 + n} bytes, the file has "
+                             f"{size} ({8 + n - size} bytes short)")
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: not a safetensors file (its header is not JSON: {e})") from None
     header.pop("__metadata__", None)
+    needed = 8 + n + max((e["data_offsets"][1] for e in header.values()), default=0)
+    if needed > size:
+        raise ValueError(f"{path}: truncated: its tensors need {needed} bytes, the file has {size} "
+                         f"({needed - size} bytes short)")
     return header, 8 + n
 
 
