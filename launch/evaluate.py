@@ -11,12 +11,15 @@ writes <out>.md (a table per split in the leaderboard's form and the agent metri
 """
 
 import dataclasses
+import os
+from pathlib import Path
 
 import jax
 from absl import app, flags
 from flax import nnx
 
-from seetjax.envs.bfcl import BfclEnvConfig, load_split
+from seetjax.envs.bfcl import SPLITS, BfclEnvConfig, load_split
+from seetjax.envs.bfcl_data import CATEGORIES
 from seetjax.eval.evaluate import evaluate_tasks, markdown, write_reports
 from seetjax.models.embedded import embedded_model_dir
 from seetjax.models.hf import load_hf_checkpoint
@@ -43,9 +46,37 @@ _DTYPE = flags.DEFINE_string("dtype", "float32", "Parameter and compute dtype.")
 _MAX_REPLY = flags.DEFINE_integer("max_reply_tokens", 256, "Tokens per reply.")
 _MAX_EPISODE = flags.DEFINE_integer("max_episode_tokens", 8192, "Tokens per episode.")
 
+# Checked when the flags are parsed: a bad value fails before any model loads, with its flag named.
+flags.register_validator("splits", lambda v: bool(v) and set(v) <= set(SPLITS),
+                         f"--splits: a comma-separated list of {', '.join(SPLITS)}")
+flags.register_validator("categories", lambda v: bool(v) and set(v) <= set(CATEGORIES),
+                         f"--categories: a comma-separated list of {', '.join(CATEGORIES)}")
+flags.register_validator("per_category", lambda v: v >= 0, "--per_category must be >= 0 (0: all)")
+flags.register_validator("compact_description_chars", lambda v: v >= 0,
+                         "--compact_description_chars must be >= 0")
+flags.register_validator("temperature", lambda v: v >= 0, "--temperature must be >= 0")
+flags.register_validator("max_reply_tokens", lambda v: v > 0, "--max_reply_tokens must be > 0")
+flags.register_multi_flags_validator(
+    ["max_reply_tokens", "max_episode_tokens"],
+    lambda f: f["max_episode_tokens"] > f["max_reply_tokens"],
+    "--max_episode_tokens must be larger than --max_reply_tokens (the prompt needs room too)")
+flags.register_multi_flags_validator(
+    ["run", "model"], lambda f: not (f["run"] and f["model"]), "give --run or --model, not both")
+flags.register_validator("step", lambda v: v is None or v >= 0, "--step must be >= 0")
+
+
+def output_stem(out: str) -> Path:
+    """<out>'s directory, made if missing and checked writable before the evaluation runs."""
+    stem = Path(out)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    if not os.access(stem.parent, os.W_OK):
+        raise app.UsageError(f"--out={out}: cannot write in {stem.parent}")
+    return stem
+
 
 def main(argv):
     del argv
+    out = output_stem(_OUT.value)
     if _RUN.value:
         model, tokenizer, plan = restore_run(_RUN.value, _STEP.value)
         rollout_config = plan.eval_rollout
@@ -68,7 +99,7 @@ def main(argv):
                                tokenizer.stop_ids, jax.random.key(0))
         tasks = load_split(split, _CATEGORIES.value, _PER_CATEGORY.value or None)
         reports.append(evaluate_tasks(rollout, policy, tasks, split))
-    write_reports(reports, _OUT.value)
+    write_reports(reports, str(out))
     print(markdown(reports))
 
 
