@@ -3,10 +3,11 @@ plus the caller's state as JSON (curriculum progress, anchor pool, data iterator
 
 Saves are asynchronous (the device-to-host copy happens before `save` returns, the writing in the
 background) and atomic: a checkpoint interrupted by a crash is never listed, so a run killed at any
-moment resumes from its last complete one. Retention keeps the last `keep_last` checkpoints and, with
-`best_metric`, also the `keep_best` best ones by that metric. Frozen parts (LoRA base, reference
-model) are not saved: they come from the model the learner was created from. A state whose
-parameters are not finite is never saved.
+moment resumes from its last complete one; one damaged after it was written (a truncated or
+deleted file) is set aside and the one before it restored (`restore_intact`). Retention keeps the
+last `keep_last` checkpoints and, with `best_metric`, also the `keep_best` best ones by that
+metric. Frozen parts (LoRA base, reference model) are not saved: they come from the model the
+learner was created from. A state whose parameters are not finite is never saved.
 """
 
 from __future__ import annotations
@@ -93,6 +94,34 @@ class Checkpointer:
         restored = self._manager.restore(step, args=ocp.args.Composite(
             state=ocp.args.StandardRestore(abstract), caller=ocp.args.JsonRestore()))
         return template.replace(**restored["state"]), dict(restored["caller"] or {})
+
+    def restore_intact(self, template: TrainState) -> tuple[TrainState, dict, int] | None:
+        """(state, caller_state, step) of the newest checkpoint that restores, or None when there
+        is none. A damaged one (a truncated or missing file, empty metadata: whatever fails to
+        read) is moved aside to `damaged-<step>` for inspection, with a warning naming it, and
+        the one before it is tried."""
+        for step in sorted(self.all_steps(), reverse=True):
+            try:
+                state, caller = self.restore(template, step)
+            except Exception as e:  # noqa: BLE001 - any failure to read it means it is damaged
+                kept = self._set_aside(step)
+                log.warning("checkpoint %d is damaged (%s: %s); moved to %s, trying the one "
+                            "before it", step, type(e).__name__, str(e)[:300], kept)
+                continue
+            return state, caller, step
+        return None
+
+    def _set_aside(self, step: int) -> str:
+        directory = os.path.join(str(self._manager.directory), str(step))
+        target = os.path.join(str(self._manager.directory), f"damaged-{step}")
+        suffix = 1
+        while os.path.exists(target):
+            target = os.path.join(str(self._manager.directory), f"damaged-{step}.{suffix}")
+            suffix += 1
+        if jax.process_index() == 0:
+            os.rename(directory, target)
+        self._manager.reload()
+        return target
 
     def latest_step(self) -> int | None:
         return self._manager.latest_step()

@@ -108,3 +108,38 @@ def test_a_relative_directory_works(trained, tmp_path, monkeypatch):
     assert (tmp_path / "runs/relative/checkpoints/1").is_dir()
     restored, _ = Checkpointer("runs/relative/checkpoints").restore(state)
     assert int(restored.step) == int(state.step)
+
+
+def _truncate_largest_data_file(step_dir: Path) -> None:
+    data = max((p for p in (step_dir / "state").rglob("*") if p.is_file() and "d" in p.parts),
+               key=lambda p: p.stat().st_size)
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+
+
+@pytest.mark.parametrize("damage", ["truncated data", "empty metadata", "missing file"])
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # orbax's loop
+def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(trained, tmp_path, damage,
+                                                                  caplog):
+    learner, state = trained
+    checkpoints = Checkpointer(tmp_path)
+    first = state.replace(step=jnp.asarray(1, jnp.int32))
+    assert checkpoints.save(1, first, caller_state={"at": 1})
+    assert checkpoints.save(2, state, caller_state={"at": 2})
+    checkpoints.wait()
+    checkpoints.close()
+    if damage == "truncated data":
+        _truncate_largest_data_file(tmp_path / "2")
+    elif damage == "empty metadata":
+        (tmp_path / "2" / "state" / "_METADATA").write_text("")
+    else:
+        (tmp_path / "2" / "state" / "manifest.ocdbt").unlink()
+    _, template = make_learner(tiny_model(num_layers=1, seed=9), learner.config)
+    reopened = Checkpointer(tmp_path)
+    with caplog.at_level("WARNING"):
+        restored, caller, step = reopened.restore_intact(template)
+    assert step == 1 and caller == {"at": 1} and int(restored.step) == 1
+    assert "checkpoint 2 is damaged" in caplog.text
+    assert (tmp_path / "damaged-2").is_dir() and reopened.all_steps() == [1]
+    for key, value in flat_arrays(first.params).items():
+        np.testing.assert_array_equal(value, flat_arrays(restored.params)[key])
+    assert Checkpointer(tmp_path / "empty").restore_intact(template) is None
