@@ -169,10 +169,12 @@ def load_tasks(category: str) -> tuple[BfclTask, ...]:
     # the language hint added to the docs shown at the start (not to the held-out ones).
     entries = add_language_specific_hint_to_function_doc(
         populate_test_cases_with_predefined_functions(entries))
-    return tuple(_task(category, entry) for entry in entries)
+    return tuple(task_from_entry(category, entry) for entry in entries)
 
 
-def _task(category: str, entry: dict[str, Any]) -> BfclTask:
+def task_from_entry(category: str, entry: dict[str, Any]) -> BfclTask:
+    """A `BfclTask` from a raw entry prepared by bfcl_eval (docs populated, held-out docs moved
+    aside): BFCL's own entries and generated ones alike."""
     involved = tuple(entry["involved_classes"])
     schemas = {s.name: s for c in involved for s in class_schemas(c)}
     held_out = {int(turn): tuple(docs) for turn, docs in entry.get("missed_function", {}).items()}

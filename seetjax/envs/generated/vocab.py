@@ -1,0 +1,124 @@
+"""Entity vocabularies of generated tasks, split into disjoint train and test parts.
+
+The held-out `test` split must test compositional generalisation, not memorisation: every entity a
+task names (people, file and folder names, file lines, ticket titles, message texts...) comes from
+a list whose items are assigned to `train` or `test` by a stable hash of the item, so no entity of
+a test task ever appears in a train task. Numbers (math arguments, priorities) are not entities and
+are shared. The lists are our own, written for this generator.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+
+SPLITS = ("train", "test")
+# About 30% of every list goes to test.
+_TEST_PERCENT = 30
+
+_WORDS = {
+    "person": """
+        Alice Bob Carmen Dmitri Elena Farid Greta Hiroshi Ingrid Jamal Keiko Lars Mei Nadia Oscar
+        Priya Quentin Rosa Samir Tamsin Ulrich Vera Wen Ximena Yusuf Zara Amara Bruno Chiara Dev
+        Esme Felix Gianna Hugo Isla Joaquin Kiran Lucia Mateo Noor Olga Pavel Rania Stellan Tobias
+        Uma Viktor Wanda Yara Zoltan Anouk Bastian Cyra Dario Elif Fenna Gustav Hana Ivo
+    """,
+    "stem": """
+        report summary notes budget agenda draft invoice roster schedule minutes inventory ledger
+        proposal checklist outline memo journal forecast survey backlog changelog manifest catalog
+        timeline analysis estimate contract receipt roadmap glossary index digest transcript
+        feedback itinerary playlist recipe diary sketch quotes metrics results config readme
+        snapshot census payroll archive tally briefing appendix abstract errata
+    """,
+    "folder": """
+        documents projects reports archive drafts backups media photos music data research
+        finance travel recipes taxes legal clients designs assets scripts temp shared personal
+        school work notes logs exports imports invoices letters slides videos downloads
+        templates staging vault old_files
+    """,
+    "line": """
+        the quarterly numbers look stable|ship the prototype before friday|review the vendor
+        contract again|revenue grew in the northern region|call the plumber about the leak|
+        the server migration finished early|buy coffee filters and oat milk|update the onboarding
+        guide|the meeting moved to thursday morning|archive last year's invoices|fix the login
+        timeout bug|the garden needs more compost|book the conference room for june|draft the
+        press release|the printer on floor two is jammed|renew the domain before it expires|
+        the survey response rate was low|plan the team offsite in autumn|replace the broken
+        keyboard|translate the manual into spanish|the shipment arrived damaged|schedule the
+        dentist appointment|the backup job failed twice|order new business cards|collect receipts
+        for the trip|the budget review is overdue|test the payment gateway|water the plants on
+        monday|the audit found two minor issues|email the landlord about the heater|prepare
+        slides for the keynote|the cache hit rate improved|pick up the dry cleaning|refactor the
+        parser module|the new hire starts next week|clean the kitchen shelves|the sensor readings
+        drifted overnight|reconcile the bank statement|the patch fixed the memory leak|return the
+        library books|the demo went smoothly|label the storage boxes
+    """,
+    "title": """
+        Login page not loading|Printer offline|VPN keeps disconnecting|Email sync failure|
+        Laptop battery drains fast|Cannot access shared drive|Password reset request|Slow database
+        queries|Broken link on homepage|Payment declined at checkout|Monitor flickering|Software
+        license expired|Calendar invites missing|Wi-Fi drops in room 4|Keyboard keys sticking|
+        App crashes on startup|Data export is empty|Duplicate invoices sent|Missing order
+        confirmation|Report generation timeout|Headset microphone muted|Server disk almost full|
+        Phone not ringing|Badge access denied|Projector has no signal|Spam filter too strict|
+        Backup restore failed|Cannot install update|Wrong tax on receipt|Dashboard shows stale data|
+        Elevator card reader broken|Shipping label misprinted|Chat widget not loading|Refund not
+        received|Webcam shows black screen|Search returns no results|Mailbox quota exceeded|
+        Scanner saves blank pages|Time sheet not submitting|Font rendering is blurry|Docking
+        station not detected|Survey link expired|Coffee machine error E4|Locked out after update|
+        Map tiles fail to load|Audio out of sync in calls|Build pipeline stuck|Stock count mismatch
+    """,
+    "description": """
+        It started after the last update|Happens every morning around nine|Affects the whole
+        team|Only on the second floor|Restarting did not help|The error code is 503|Seen on two
+        different machines|Began yesterday afternoon|Customers are complaining about it|It works
+        again after a few minutes|Blocking the quarterly close|Reported by the night shift|Occurs
+        with large files only|Nothing in the logs so far|Worked fine last week
+    """,
+    "message": """
+        Are we still on for lunch tomorrow?|The slides are ready for review.|Please send me the
+        final budget.|Can you cover my shift on Friday?|The client approved the design.|Remember
+        to sign the contract.|I pushed the fix to the main branch.|Let's move the call to 3pm.|
+        Thanks for the quick turnaround!|The package was delivered this morning.|Could you
+        upload the photos?|Happy birthday, have a great day!|The invoice is attached.|Meeting
+        notes are in the shared folder.|Don't forget the team dinner tonight.|The test results
+        look promising.|Can we reschedule our one-on-one?|I'll be late, traffic is terrible.|The
+        demo is postponed to next week.|Welcome aboard, glad to have you!|Please review my pull
+        request.|The venue is booked for Saturday.|Lunch is on me today.|The report needs one
+        more chart.|Flight lands at seven, see you there.
+    """,
+    "resolution": """
+        Replaced the faulty cable|Cleared the cache and restarted|Reinstalled the driver|
+        Escalated to the vendor and patched|Reset the account permissions|Extended the storage
+        quota|Rolled back the last update|Swapped the hardware unit|Updated the firewall rule|
+        Renewed the license key|Fixed the configuration typo|Restored from the nightly backup|
+        Applied the vendor hotfix|Recalibrated the sensor|Re-enabled the sync service|Replaced
+        the toner cartridge|Cleared the stuck print queue|Rotated the expired certificate|Reset
+        the router to factory settings|Rebuilt the search index|Granted the missing role|Moved
+        the mailbox to a larger plan|Updated the tax table|Restarted the build agents
+    """,
+}
+
+
+def _items(kind: str) -> tuple[str, ...]:
+    text = _WORDS[kind]
+    parts = text.split("|") if "|" in text else text.split()
+    return tuple(" ".join(p.split()) for p in parts if p.strip())
+
+
+def split_of(item: str) -> str:
+    """`train` or `test`: the split an entity belongs to, fixed by the SHA-256 of its text."""
+    digest = hashlib.sha256(f"seetjax-generated:{item}".encode()).digest()
+    return "test" if digest[0] * 100 < _TEST_PERCENT * 256 else "train"
+
+
+@functools.cache
+def vocab(kind: str, split: str) -> tuple[str, ...]:
+    """The entities of one kind (`person`, `stem`, `folder`, `line`, `title`, `description`,
+    `message`, `resolution`) that belong to `split`, in a fixed order."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown generated split {split!r}; one of {SPLITS}")
+    return tuple(item for item in _items(kind) if split_of(item) == split)
+
+
+KINDS = tuple(_WORDS)
