@@ -78,12 +78,17 @@ class StepResult:
 @dataclass(frozen=True)
 class EpisodeTrace:
     """A finished (or ongoing) episode: every step, every turn verdict so far, and the ground
-    truth calls per turn. Rewards are functions of this record."""
+    truth calls per turn. Rewards are functions of this record.
+
+    `truncated`: the rollout cut the episode off before the environment ended it (its context was
+    full); the turns it never reached have no verdict and count as failed, and rewards treat the
+    cut like a force-termination (`StepResult.timeout`)."""
 
     task_id: str
     steps: tuple[StepResult, ...]
     verdicts: tuple[TurnVerdict, ...]
     ground_truth: tuple[tuple[ToolCall, ...], ...]
+    truncated: bool = False
 
     @property
     def num_turns(self) -> int:

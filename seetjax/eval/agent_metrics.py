@@ -35,7 +35,8 @@ def plan_success(trace: EpisodeTrace) -> tuple[int, int]:
     """(turns whose calls equal the ground truth's, turns with ground-truth calls)."""
     calls = trace.calls_per_turn()
     wanted = [t for t, expected in enumerate(trace.ground_truth) if expected]
-    return sum(first_divergence(calls[t], trace.ground_truth[t]) is None for t in wanted), len(wanted)
+    return sum(first_divergence(calls[t], trace.ground_truth[t], match="position") is None
+               for t in wanted), len(wanted)
 
 
 def agent_metrics(traces: Sequence[EpisodeTrace], results: Sequence[EntryResult]) -> AgentMetrics:

@@ -117,6 +117,14 @@ class LearnerConfig:
         if policy is not None and self.advantage is None:
             raise ValueError("LearnerConfig.advantage: the policy_gradient loss needs an advantage "
                              "estimator (or pass precomputed batch.advantages with 'reinforce')")
+        if (policy is not None and policy.config.kl_estimator == "k1" and policy.config.kl_coef > 0
+                and not policy.config.kl_in_reward):
+            raise ValueError(
+                "LearnerConfig.losses[policy_gradient].kl_estimator (learner.loss.kl_estimator)="
+                "'k1' with kl_in_reward=False: k1 in the loss has zero expected gradient, so the "
+                "KL penalty would do nothing; use 'k2' (gradient of KL(pi || ref)) or 'k3' "
+                "(gradient of KL(ref || pi)) in the loss, or set kl_in_reward=True "
+                "(see seetjax/losses/kl.py)")
         if policy is None and self.advantage is not None:
             raise ValueError(f"LearnerConfig.advantage={self.advantage!r}: only the "
                              "policy_gradient loss uses advantages")

@@ -2,23 +2,30 @@
 
     reward = w_c * completion + w_t * tool_accuracy + w_e * efficiency + w_m * timing + w_f * format
              - p_wrong * #wrong_tool - p_redundant * #redundant - p_format * #format_errors
-             - p_timeout * [force-terminated]                       clipped below at `min_reward`
+             - p_timeout * [ended early]                            clipped below at `min_reward`
 
-Every component is in [0, 1]:
+Every component is in [0, 1]; turns the episode never reached (it was cut off) count as failed:
 
-* completion: passed turns / judged turns (`completion_mode="turns"`, EnvTuning's progress), or
-  1 when the whole entry passes BFCL's check (`"entry"`);
+* completion: passed turns / turns of the task (`completion_mode="turns"`, EnvTuning's progress,
+  the same function as the trained reward), or 1 when the whole entry passes BFCL's check
+  (`"entry"`; an unreached turn fails the entry);
 * tool_accuracy: F1 of the tool names called against the ground truth's, as multisets per turn,
-  pooled over turns (1 when neither side calls anything);
+  pooled over turns (1 when neither side calls anything, `unexpected_call_accuracy` = 0.5 when
+  the ground truth calls nothing but the model does);
 * efficiency: ground-truth calls / calls made, capped at 1 (too few calls are the business of
   completion and tool accuracy, not of efficiency);
-* timing: share of the turns reached where the model called tools exactly when the ground truth
-  does (acting on a request; making no call when a tool or a value is missing);
+* timing: share of the task's turns where the model called tools exactly when the ground truth
+  does (acting on a request; making no call when a tool or a value is missing); an unreached turn
+  is not timed right;
 * format: share of messages that parsed.
 
 Penalties count events: a call to a tool that is not among its turn's targets, an exact repeat of
 a call that already succeeded in the same turn (beyond the repeats the ground truth makes), an
-unparsable message, and a force-terminated episode (once). Weights need not sum to 1.
+unparsable message, and an episode that did not end normally (once): force-terminated by the
+environment (`StepResult.timeout`) or cut off by the rollout when its context was full
+(`EpisodeTrace.truncated`). Weights need not sum to 1; the defaults (the design's: completion
+0.4, tool accuracy 0.25, efficiency 0.15, timing 0.10, format 0.1) do, so a perfect episode
+scores 1.
 """
 
 from __future__ import annotations
@@ -28,18 +35,20 @@ from dataclasses import dataclass
 
 from seetjax.envs.base import EpisodeTrace, StepCode
 from seetjax.eval.bfcl_checker import first_failure
+from seetjax.rewards.envtuning import progress_reward
 
 
 @dataclass(frozen=True)
 class AgentRewardConfig:
     completion_weight: float = 0.4
-    tool_accuracy_weight: float = 0.2
-    efficiency_weight: float = 0.1
-    timing_weight: float = 0.2
+    tool_accuracy_weight: float = 0.25
+    efficiency_weight: float = 0.15
+    timing_weight: float = 0.10
     format_weight: float = 0.1
     completion_mode: str = "turns"  # "turns" or "entry"
-    wrong_tool_penalty: float = 0.05
-    redundant_call_penalty: float = 0.05
+    unexpected_call_accuracy: float = 0.5  # tool accuracy when no call was expected but one made
+    wrong_tool_penalty: float = 0.3
+    redundant_call_penalty: float = 0.2
     format_error_penalty: float = 0.1
     timeout_penalty: float = 0.5
     min_reward: float = -1.0
@@ -47,6 +56,9 @@ class AgentRewardConfig:
     def __post_init__(self):
         if self.completion_mode not in ("turns", "entry"):
             raise ValueError(f"completion_mode must be 'turns' or 'entry', not {self.completion_mode!r}")
+        if not 0.0 <= self.unexpected_call_accuracy <= 1.0:
+            raise ValueError(f"unexpected_call_accuracy must be in [0, 1], not "
+                             f"{self.unexpected_call_accuracy}")
 
 
 @dataclass(frozen=True)
@@ -61,7 +73,7 @@ def agent_reward(trace: EpisodeTrace, config: AgentRewardConfig | None = None) -
     config = config or AgentRewardConfig()
     components = {
         "completion": _completion(trace, config.completion_mode),
-        "tool_accuracy": tool_f1(trace),
+        "tool_accuracy": tool_f1(trace, config.unexpected_call_accuracy),
         "efficiency": efficiency(trace),
         "timing": timing(trace),
         "format": _format(trace),
@@ -70,7 +82,7 @@ def agent_reward(trace: EpisodeTrace, config: AgentRewardConfig | None = None) -
         "wrong_tool": float(_wrong_tools(trace)),
         "redundant_call": float(_redundant_calls(trace)),
         "format_error": float(sum(s.code == StepCode.FORMAT_ERROR for s in trace.steps)),
-        "timeout": float(any(s.timeout for s in trace.steps)),
+        "timeout": float(ended_early(trace)),
     }
     total = (config.completion_weight * components["completion"]
              + config.tool_accuracy_weight * components["tool_accuracy"]
@@ -84,25 +96,30 @@ def agent_reward(trace: EpisodeTrace, config: AgentRewardConfig | None = None) -
     return AgentReward(max(total, config.min_reward), components, penalties)
 
 
+def ended_early(trace: EpisodeTrace) -> bool:
+    """Whether the episode was force-terminated by the environment or cut off by the rollout."""
+    return trace.truncated or any(s.timeout for s in trace.steps)
+
+
 def _completion(trace: EpisodeTrace, mode: str) -> float:
-    verdicts = trace.verdicts
-    if not verdicts:
-        return 0.0
     if mode == "turns":
-        return sum(v.passed for v in verdicts) / len(verdicts)
-    return float(first_failure(verdicts, trace.num_turns) is None)
+        return progress_reward(trace)
+    if not trace.num_turns:
+        return 0.0
+    return float(first_failure(trace.verdicts, trace.num_turns) is None)
 
 
-def tool_f1(trace: EpisodeTrace) -> float:
-    """F1 of the tool names called against the ground truth's (multisets per turn, pooled)."""
+def tool_f1(trace: EpisodeTrace, unexpected_call_accuracy: float = 0.5) -> float:
+    """F1 of the tool names called against the ground truth's (multisets per turn, pooled); 1 when
+    neither side calls anything, `unexpected_call_accuracy` when only the model does."""
     hits = predicted = target = 0
     for calls, expected in zip(trace.calls_per_turn(), trace.ground_truth):
         made, wanted = Counter(c.name for c in calls), Counter(c.name for c in expected)
         hits += sum((made & wanted).values())
         predicted += sum(made.values())
         target += sum(wanted.values())
-    if predicted == target == 0:
-        return 1.0
+    if target == 0:
+        return 1.0 if predicted == 0 else unexpected_call_accuracy
     if hits == 0:
         return 0.0
     precision, recall = hits / predicted, hits / target
@@ -117,12 +134,13 @@ def efficiency(trace: EpisodeTrace) -> float:
 
 
 def timing(trace: EpisodeTrace) -> float:
-    """Share of reached turns where the model called tools exactly when the ground truth does."""
-    reached = sorted({step.turn for step in trace.steps})
-    if not reached:
+    """Share of the task's turns where the model called tools exactly when the ground truth does;
+    a turn never reached counts as mistimed (0 for a task without turns)."""
+    reached = {step.turn for step in trace.steps}
+    if not trace.num_turns:
         return 0.0
     calls = trace.calls_per_turn()
-    return sum(bool(calls[t]) == bool(trace.ground_truth[t]) for t in reached) / len(reached)
+    return sum(bool(calls[t]) == bool(trace.ground_truth[t]) for t in reached) / trace.num_turns
 
 
 def _format(trace: EpisodeTrace) -> float:

@@ -5,9 +5,15 @@ EnvTuning records one code per environment answer: -3 for a message that could n
 -2 for a tool call that failed, -1 for a clean tool call, and 1 or 0 for a turn that passed or
 failed the checker. With `codes` that sequence:
 
-    progress = #{1} / #{0, 1}                    (correct turns / evaluated turns; the reward)
+    progress = #{1} / turns of the task          (the reward)
     format   = (len(codes) - #{-3}) / len(codes)
     tool_call = #{-1} / #{-1, -2}                (0 when no call was made)
+
+Progress divides by the task's turns, not by the turns judged: the two agree whenever the
+environment ended the episode (it judges every turn, a force-termination failing the rest), and a
+turn the episode never reached, because the rollout cut it off when its context was full, counts
+as failed (an episode cut after passing turn 0 of 4 scores 0.25, not 1.0). This is the reward the
+trainer optimises: `seetjax.rollout.episode.Episode.progress_reward` calls `progress_reward` here.
 """
 
 from __future__ import annotations
@@ -28,10 +34,15 @@ def step_codes(trace: EpisodeTrace) -> list[int]:
     return codes
 
 
+def passed_turns(trace: EpisodeTrace) -> int:
+    """Turns the checker passed (a turn never reached has no verdict: it did not pass)."""
+    return sum(v.passed for v in trace.verdicts)
+
+
 def progress_reward(trace: EpisodeTrace) -> float:
-    """Correct turns / evaluated turns (0 before any turn is evaluated)."""
-    verdicts = trace.verdicts
-    return sum(v.passed for v in verdicts) / len(verdicts) if verdicts else 0.0
+    """Passed turns / turns of the task; unreached turns count as failed (0 for a task without
+    turns)."""
+    return passed_turns(trace) / trace.num_turns if trace.num_turns else 0.0
 
 
 def format_reward(trace: EpisodeTrace) -> float:

@@ -1,7 +1,9 @@
 """Per-step shaping rewards from step codes.
 
-Each assistant message gets the value of its `StepCode`, plus the value of every turn verdict it
-produced, plus a timeout value if it force-terminated the episode. The learner can place these at
+Each assistant message gets the value of its `StepCode`, plus the value of the turn verdict it
+produced, plus a timeout value if it ended the episode early: force-terminated by the environment,
+or the last message of an episode the rollout cut off when its context was full
+(`EpisodeTrace.truncated`). The learner can place these at
 the last token of each message for turn-level credit assignment, or sum them into an episode
 return. Defaults follow the order of EnvTuning's codes: a format error is worse than a failed call,
 which is worse than a clean one; a passed turn is the only positive signal.
@@ -34,13 +36,14 @@ def step_rewards(trace: EpisodeTrace, config: ShapingConfig | None = None) -> li
     """One shaping reward per assistant message of the episode, in order."""
     config = config or ShapingConfig()
     rewards = []
-    for step in trace.steps:
+    last = len(trace.steps) - 1
+    for i, step in enumerate(trace.steps):
         value = config.code_value(step.code)
         # Only the turn the message itself ended is judged here; the turns a timeout skipped are
         # covered by the timeout value.
         for verdict in step.verdicts[:1]:
             value += config.turn_passed if verdict.passed else config.turn_failed
-        if step.timeout:
+        if step.timeout or (trace.truncated and i == last):
             value += config.timeout
         rewards.append(value)
     return rewards

@@ -2,9 +2,9 @@
 fast loop's retry decision.
 
 Progress is counted in training steps within the current stage, so stage 3's retry probability
-anneals over training, never over the turns of one episode. A stage ends after `max_steps`, or
-earlier once a metric reaches its threshold (after `min_steps`). The state is a small JSON dict for
-checkpoints.
+anneals over training, never over the turns of one episode: from its start value on the stage's
+first step to its end value on its last. A stage ends after `max_steps`, or earlier once a metric
+reaches its threshold (after `min_steps`). The state is a small JSON dict for checkpoints.
 """
 
 from __future__ import annotations
@@ -65,9 +65,17 @@ class Curriculum:
 
     @property
     def progress(self) -> float:
-        """Training progress of the current stage in [0, 1] (0 for a stage without max_steps)."""
+        """Training progress of the current stage in [0, 1], read before the step is counted:
+        0 on the stage's first step, 1 on its last (step max_steps - 1), so an annealed value
+        runs the whole way from its start to its end value; a 1-step stage is at its end (1), a
+        stage without max_steps at its start (0). Stays 1 past max_steps (the last stage goes on).
+        """
         max_steps = self.transitions[self.index].max_steps
-        return min(self.steps_in_stage / max_steps, 1.0) if max_steps else 0.0
+        if max_steps is None:
+            return 0.0
+        if max_steps == 1:
+            return 1.0
+        return min(self.steps_in_stage / (max_steps - 1), 1.0)
 
     def retry_probability(self) -> float:
         return self.stage.retry_probability(self.progress)

@@ -9,9 +9,10 @@ import pytest
 from flax import nnx
 
 from seetjax.learner import ALGORITHMS, learner_config
-from seetjax.learner.config import OptimizerConfig
+from seetjax.learner.config import LearnerConfig, LossTerm, OptimizerConfig
 from seetjax.learner.optimizer import learning_rate_schedule, make_optimizer
 from seetjax.learner.throughput import throughput
+from seetjax.losses.policy_gradient import PolicyGradientConfig
 from seetjax.metrics import MetricsWriter
 from seetjax.models.config import PRESETS
 
@@ -49,6 +50,22 @@ def test_overrides_and_counterfactual_weight():
 def test_invalid_configs_name_the_field(spec, field):
     with pytest.raises(ValueError, match=field):
         learner_config(spec)
+
+
+def test_k1_kl_in_the_loss_is_rejected():
+    """k1 in the loss has zero expected gradient (seetjax/losses/kl.py): only in the reward."""
+    with pytest.raises(ValueError, match=r"learner\.loss\.kl_estimator.*zero expected gradient"):
+        learner_config({"algorithm": "grpo", "loss": {"kl_estimator": "k1"}})
+    with pytest.raises(ValueError, match="kl_estimator"):
+        learner_config({"algorithm": "ppo", "loss": {"kl_in_reward": False}})
+    with pytest.raises(ValueError, match="kl_estimator"):
+        LearnerConfig((LossTerm("policy_gradient", 1.0, PolicyGradientConfig(
+            kl_coef=0.1, kl_estimator="k1")),), advantage="grpo")
+    # Allowed: k1 in the reward (PPO's preset), k1 without a penalty (a metric only), k2/k3.
+    assert learner_config({"algorithm": "ppo"}).losses[0].config.kl_estimator == "k1"
+    learner_config({"algorithm": "grpo", "loss": {"kl_estimator": "k1", "kl_coef": 0.0}})
+    for estimator in ("k2", "k3"):
+        learner_config({"algorithm": "grpo", "loss": {"kl_estimator": estimator}})
 
 
 def test_schedule_warmup_then_cosine():

@@ -1,5 +1,7 @@
 """Rewards on episodes played through the real environment with scripted messages."""
 
+import dataclasses
+
 import pytest
 
 from seetjax.envs.base import EpisodeTrace, StepCode, StepResult
@@ -123,3 +125,69 @@ def test_format_and_timeout_penalties_and_clipping():
     assert agent_reward(trace, harsh).total == -2.0
     with pytest.raises(ValueError):
         AgentRewardConfig(completion_mode="sometimes")
+
+
+def cut_off(trace):
+    """The trace as the rollout leaves it when the context fills up (see Episode.trace)."""
+    return dataclasses.replace(trace, truncated=True)
+
+
+def test_progress_counts_unreached_turns_as_failed():
+    # Turn 0 of 4 passes, then the episode is cut off: 1/4, not 1/1 (the turns judged).
+    trace = cut_off(play(BASE0, perfect(BASE0)[:2] + ["[pwd()]"]))
+    assert [v.passed for v in trace.verdicts] == [True]
+    assert progress_reward(trace) == envtuning_scores(trace).progress == 0.25
+    half = play(BASE0, perfect(BASE0)[:4])  # an unfinished record: the same rule
+    assert progress_reward(half) == 0.5
+    # A force-terminated episode: the environment fails every remaining turn, same denominator.
+    timeout = play(BASE0, perfect(BASE0)[:2] + ["[pwd()]"] * 3, BfclEnvConfig(max_steps_per_turn=2))
+    assert len(timeout.verdicts) == 4 and progress_reward(timeout) == 0.25
+
+
+def test_agent_reward_on_a_cut_off_episode():
+    played = play(BASE0, perfect(BASE0)[:2] + ["[pwd()]"])
+    trace = cut_off(played)
+    reward = agent_reward(trace)
+    assert reward.components["completion"] == 0.25  # unreached turns failed
+    assert reward.components["timing"] == 0.5  # turns 0 and 1 timed right, 2 and 3 unreached
+    assert reward.penalties["timeout"] == 1  # running out of context is an early end too
+    assert agent_reward(played).penalties["timeout"] == 0
+    assert agent_reward(trace).total == pytest.approx(agent_reward(played).total - 0.5)
+    entry = agent_reward(trace, AgentRewardConfig(completion_mode="entry"))
+    assert entry.components["completion"] == 0.0  # an unreached turn fails the entry
+    config = ShapingConfig(turn_passed=1.0, timeout=-1.0)
+    assert step_rewards(trace, config) == pytest.approx([0.0, 1.0, -1.0])  # on the last message
+    assert step_rewards(played, config) == pytest.approx([0.0, 1.0, 0.0])
+
+
+def test_agent_reward_defaults_are_the_designs():
+    c = AgentRewardConfig()
+    assert (c.tool_accuracy_weight, c.efficiency_weight, c.timing_weight) == (0.25, 0.15, 0.10)
+    assert (c.wrong_tool_penalty, c.redundant_call_penalty) == (0.3, 0.2)
+    assert c.unexpected_call_accuracy == 0.5
+    weights = (c.completion_weight, c.tool_accuracy_weight, c.efficiency_weight, c.timing_weight,
+               c.format_weight)
+    assert sum(weights) == pytest.approx(1.0)  # a perfect episode scores 1
+    # One wrong tool in an otherwise perfect episode costs its tool accuracy, efficiency and 0.3.
+    messages = ["[pwd(), " + calls(BASE0, 0)[1:], "ok"] + perfect(BASE0)[2:]
+    reward = agent_reward(play(BASE0, messages))
+    expected = (0.4 + 0.25 * (20 / 21) + 0.15 * (10 / 11) + 0.10 + 0.1) - 0.3
+    assert reward.total == pytest.approx(expected)
+    # Redundant calls cost 0.2 each (two here, see the test above).
+    messages = ["[cd(folder='document'), cd(folder='document')]", "[mkdir(dir_name='temp')]",
+                "[mkdir(dir_name='temp')]"]
+    reward = agent_reward(play(BASE0, messages))
+    assert reward.penalties["redundant_call"] == 2
+    with pytest.raises(ValueError, match="unexpected_call_accuracy"):
+        AgentRewardConfig(unexpected_call_accuracy=1.5)
+
+
+def test_tool_accuracy_when_no_tool_was_expected():
+    pwd = ToolCall("pwd", {})
+    step = StepResult(0, StepCode.CLEAN_CALL, (), (pwd,), (ExecutionResult(pwd, "/"),))
+    called = EpisodeTrace("no-call task", (step,), (), ((),))
+    assert agent_reward(called).components["tool_accuracy"] == 0.5
+    assert agent_reward(called, AgentRewardConfig(unexpected_call_accuracy=0.0)).components[
+        "tool_accuracy"] == 0.0
+    quiet = EpisodeTrace("no-call task", (StepResult(0, StepCode.NO_CALL, ()),), (), ((),))
+    assert agent_reward(quiet).components["tool_accuracy"] == 1.0

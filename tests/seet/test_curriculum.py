@@ -51,9 +51,13 @@ def test_annealing_follows_training_steps_and_transitions():
     for _ in range(5):
         c.step()
         probabilities.append(c.retry_probability())
-    assert probabilities == pytest.approx([1.0, 0.92, 0.84, 0.76, 0.68, 0.6])
-    for _ in range(5):
+    assert probabilities == pytest.approx([1.0 - 0.8 * i / 9 for i in range(6)])
+    for _ in range(4):
         c.step()
+        probabilities.append(c.retry_probability())
+    assert c.stage.stage == 3 and c.steps_in_stage == 9  # the stage's last step
+    assert (probabilities[0], probabilities[-1]) == pytest.approx((1.0, 0.2))
+    c.step()
     assert c.stage.stage == 4 and c.retry_probability() == 0.0
     assert [h["from_stage"] for h in c.history] == [1, 2, 3]
 
@@ -82,3 +86,37 @@ def test_bad_stage_fields_are_named(kw, field):
 def test_only_the_last_stage_may_last_forever():
     with pytest.raises(ValueError, match="last stage"):
         Curriculum(default_stages()[:2], [Transition(None), Transition(None)])
+
+
+@pytest.mark.parametrize("length", [2, 3, 10, 50])
+def test_stage_3_anneals_from_start_on_its_first_step_to_end_on_its_last(length):
+    """The probability a step's rollouts use (read before the step is counted, as the trainer
+    does) is 1.0 on stage 3's first step and 0.2 on its last: the whole range is used."""
+    c = Curriculum(default_stages()[2:], [Transition(length), Transition(None)])
+    used = []
+    while c.stage.stage == 3:
+        used.append(c.retry_probability())
+        c.step()
+    assert len(used) == length
+    assert used[0] == pytest.approx(1.0) and used[-1] == pytest.approx(0.2)
+    assert all(a > b for a, b in zip(used, used[1:]))
+
+
+def test_a_one_step_stage_uses_its_end_value_and_an_endless_one_its_start():
+    c = Curriculum(default_stages()[2:], [Transition(1), Transition(None)])
+    assert c.progress == 1.0 and c.retry_probability() == pytest.approx(0.2)
+    endless = Curriculum(default_stages()[2:3], [Transition(None)])
+    endless.step()
+    assert endless.progress == 0.0 and endless.retry_probability() == pytest.approx(1.0)
+
+
+def test_progress_resumes_from_the_state_and_stays_at_the_end_past_max_steps():
+    c = Curriculum(default_stages()[2:3], [Transition(5)])  # the last stage: it goes on
+    for _ in range(2):
+        c.step()
+    fresh = Curriculum(default_stages()[2:3], [Transition(5)])
+    fresh.load_state_dict(c.state_dict())
+    assert fresh.progress == c.progress == pytest.approx(0.5)
+    for _ in range(6):
+        c.step()
+    assert c.progress == 1.0 and c.retry_probability() == pytest.approx(0.2)
