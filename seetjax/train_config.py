@@ -150,6 +150,8 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
 
     seet = config.seet.enabled
     stages, transitions = _stages(config) if seet else _plain(config)
+    if learner.term("policy_gradient") is not None:
+        _check_importance_ratios(config, sampling, stages)
     max_pairs = config.seet.max_pairs if seet and learner.term("counterfactual") else 0
     if seet and learner.term("counterfactual") and not config.seet.max_pairs:
         raise ValueError("config.seet.max_pairs=0 while config.learner.counterfactual_weight > 0: "
@@ -168,6 +170,33 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
         raise ValueError("config.data.tasks_per_step and config.train.steps must be >= 1")
     return Plan(stages, transitions, learner, rollout, sampling, eval_rollout,
                 categories, eval_splits, seet, max_pairs)
+
+
+def _check_importance_ratios(config: ml_collections.ConfigDict, sampling: SamplingParams,
+                             stages: tuple[StageConfig, ...]) -> None:
+    """The policy-gradient loss (every RL algorithm but DPO) divides the learner's log-prob of
+    each trained token by the sampler's (`old_logprobs`; PPO's KL penalty reads them too). The
+    learner scores a token in its training row under softmax(logits / temperature), so the
+    sampler must have drawn it from that same distribution, in that same context."""
+    algorithm = config.learner.get("algorithm", "grpo")
+    for name, on in (("top_k", sampling.top_k > 0), ("top_p", sampling.top_p < 1.0)):
+        if on:
+            raise ValueError(
+                f"config.sampling.{name}={getattr(sampling, name)} with learner.algorithm="
+                f"{algorithm!r}: rollouts for a policy-gradient loss must sample from the full "
+                "softmax(logits / temperature); the sampler's log-probs are taken before "
+                "top-k/top-p truncation, as the learner recomputes them, so the importance ratio "
+                "would not be that of the distribution actually sampled from. Use top_k=0 and "
+                "top_p=1.0 for training (evaluation and launch/sample.py may still use them)")
+    for stage in stages:
+        if stage.training_context == "drop":
+            raise ValueError(
+                f"config.seet.stage{stage.stage}.training_context='drop' with learner.algorithm="
+                f"{algorithm!r}: a dropped attempt stays in the sampler's context but not in the "
+                "training row, so the sampler's log-probs of every later reply (the importance "
+                "ratio's denominator) are conditioned on a context the learner never sees. Use "
+                "'mask' (the attempt stays in the row without loss) or a loss without importance "
+                "ratios (learner.algorithm='dpo')")
 
 
 def _stages(config: ml_collections.ConfigDict) -> tuple[tuple, tuple]:

@@ -163,7 +163,8 @@ class TrainRun:
         result = self.rollout(tasks, policy, stage, self.curriculum.progress, step,
                               seed=self.config.seed * 7919 + step * 131 + jax.process_index())
         rolled = time.perf_counter()
-        batch = self._batch(result)
+        batch = self._batch(result, step)
+        counts = self._record_counts(result, batch)  # before the update may consume the batch
         if mean_over_processes({"signal": float(self._has_signal(result))})["signal"] > 0:
             self.state, learned = self.learner.update(self.state, batch)
         else:  # every gradient would be zero: save the step's compute (DAPO's dynamic sampling)
@@ -171,7 +172,8 @@ class TrainRun:
         metrics = {"stage": float(stage.stage), "seet/retry_probability":
                    stage.retry_probability(self.curriculum.progress),
                    "time/rollout_s": rolled - started, "time/learn_s": time.perf_counter() - rolled,
-                   **{f"rollout/{k}": v for k, v in mean_over_processes(result.stats()).items()},
+                   **{f"rollout/{k}": v for k, v in mean_over_processes(
+                       {**result.stats(), **counts}).items()},
                    **{f"learner/{k}": v for k, v in learned.items()}}
         self._write_records(result)
         if self.config.train.eval_every and (step + 1) % self.config.train.eval_every == 0:
@@ -194,13 +196,23 @@ class TrainRun:
             picked.append(self.tasks[order[position]])
         return picked
 
-    def _batch(self, result: RolloutResult):
+    def _batch(self, result: RolloutResult, step: int):
         divisor = max(1, self.learner.batch_divisor // jax.process_count())
         if self.plan.learner.term("dpo") is not None:
             return rollout_preferences(result, self.tokenizer.pad_id, divisor,
                                        self.plan.row_length)
+        # counterfactual pairs drawn uniformly from all the step's records (not the first tasks'),
+        # seeded by run, step and process: a resumed run draws the same ones
         return trajectory_batch(result, pad_id=self.tokenizer.pad_id, row_multiple=divisor,
-                                length=self.plan.row_length, max_pairs=self.plan.max_pairs or None)
+                                length=self.plan.row_length, max_pairs=self.plan.max_pairs or None,
+                                pair_seed=(self.config.seed, step, jax.process_index()))
+
+    def _record_counts(self, result: RolloutResult, batch) -> dict[str, float]:
+        """Counterfactual records the slow loop produced vs those trained on this step (a DPO
+        batch's pairs are not records)."""
+        pairs = None if self.plan.learner.term("dpo") is not None else batch.pairs
+        trained = 0.0 if pairs is None else float(np.asarray(pairs.weights).sum())
+        return {"records_available": float(len(result.records)), "records_trained": trained}
 
     def _has_signal(self, result: RolloutResult) -> bool:
         """Whether the update would have a non-zero gradient: a group whose rewards differ (a
@@ -278,13 +290,13 @@ class TrainRun:
 
     def _resume(self) -> bool:
         """Restores the latest checkpoint, if any; returns whether there was one."""
-        step = self.checkpointer.latest_step()
+        restored = self.checkpointer.restore_intact(self.state)
         metrics = self.workdir / "metrics.jsonl"
-        if step is None:
+        if restored is None:
             if metrics.exists() and jax.process_index() == 0:
                 metrics.unlink()  # a run that never checkpointed starts over
             return False
-        self.state, caller = self.checkpointer.restore(self.state, step)
+        self.state, caller, step = restored
         self.step = caller["step"]
         self.curriculum.load_state_dict(caller["curriculum"])
         pool = self.workdir / "anchors" / f"{step}.p{jax.process_index()}.json"
@@ -312,5 +324,12 @@ def restore_run(workdir: str | os.PathLike, step: int | None = None
                                value_head=plan.learner.term("value") is not None)
     learner, state = create_learner(model, plan.learner, seed=config.seed,
                                     mesh=sharding.make_mesh(1, 1, 1, jax.devices()[:1]))
-    state, _ = Checkpointer(workdir / "checkpoints").restore(state, step)
+    checkpoints = Checkpointer(workdir / "checkpoints")
+    if step is None:
+        restored = checkpoints.restore_intact(state)
+        if restored is None:
+            raise FileNotFoundError(f"no intact checkpoint in {workdir / 'checkpoints'}")
+        state = restored[0]
+    else:
+        state, _ = checkpoints.restore(state, step)
     return learner.model(state), Tokenizer.from_pretrained(start), plan

@@ -24,10 +24,12 @@ def round_up(n: int, multiple: int) -> int:
 
 
 def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 1,
-                     length: int | None = None, max_pairs: int | None = None) -> TrajectoryBatch:
+                     length: int | None = None, max_pairs: int | None = None,
+                     pair_seed: int | Sequence[int] | None = None) -> TrajectoryBatch:
     """Episodes as rows (tokens, loss mask, sampler logprobs, reward, group id) and, when
     `max_pairs` is set, up to that many counterfactual records as preference pairs (anchor step
-    chosen, failed step rejected)."""
+    chosen, failed step rejected), drawn uniformly from all the records with `pair_seed` (see
+    `sample_records`)."""
     arrays = [e.conversation.training_arrays() for e in result.episodes]
     rows = round_up(len(arrays), row_multiple)
     length = length or bucket(max(len(t) for t, _, _ in arrays), 256)
@@ -43,9 +45,21 @@ def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 
     groups[:len(arrays)] = result.group_ids()
     pairs = None
     if max_pairs is not None:
-        pairs = preference_pairs(result.records[:max_pairs], max_pairs, pad_id, length)
+        pairs = preference_pairs(sample_records(result.records, max_pairs, pair_seed),
+                                 max_pairs, pad_id, length)
     return TrajectoryBatch(sequences=sequences, old_logprobs=logprobs, rewards=rewards,
                            group_ids=groups, pairs=pairs)
+
+
+def sample_records(records: Sequence[CounterfactualRecord], count: int,
+                   seed: int | Sequence[int] | None) -> list[CounterfactualRecord]:
+    """`count` records drawn uniformly without replacement (all of them when there are no more),
+    kept in episode order. The draw is a pure function of `seed` (a run passes its seed and the
+    step, so a resumed run trains the same pairs); None: the first `count`, as before."""
+    if len(records) <= count or seed is None:
+        return list(records[:count])
+    picked = np.random.default_rng(seed).choice(len(records), size=count, replace=False)
+    return [records[i] for i in sorted(picked.tolist())]
 
 
 def preference_pairs(records: Sequence[CounterfactualRecord], count: int, pad_id: int,

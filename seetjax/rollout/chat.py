@@ -4,9 +4,12 @@ The opening prompt is rendered once with the chat template; every reply is kept 
 (with their sampler logprobs); everything the environment says next (tool results, hints, the next
 user turn) is encoded once as the template's continuation and appended. Nothing is ever decoded
 and re-tokenised, so the training sequence is exactly the sequence the sampler conditioned on.
-Only reply tokens carry loss. A failed attempt (retried or intercepted by SEET) can be masked
-(kept in the sequence without loss) or left out of the training sequence altogether while staying
-in the generation context.
+A reply cut off at its token limit is closed with the template's stop token (not trained on), and
+that token is handed to the sampler ahead of the next observation, so every later reply is sampled
+in exactly the context the learner scores it in. Only reply tokens carry loss. A failed attempt
+(retried or intercepted by SEET) can be masked (kept in the sequence without loss) or left out of
+the training sequence altogether while staying in the generation context (then the sampler's
+log-probs of later replies are not the learner's: see `seetjax.train_config`).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class Conversation:
         self.messages: list[dict[str, Any]] = [dict(m) for m in opening]
         prompt = tokenizer.chat_ids(self.messages, self.tools, add_generation_prompt=True)
         self.segments: list[Segment] = [Segment(prompt, "prompt")]
+        self._unsent: list[int] = []  # appended ids the sampler has not been given yet
 
     @property
     def num_tokens(self) -> int:
@@ -52,7 +56,8 @@ class Conversation:
 
     def add_reply(self, ids: Sequence[int], logprobs: Sequence[float], stopped: bool) -> str:
         """Appends a sampled reply; one cut off before its stop token is closed with one (not
-        trained on: the policy did not produce it). Returns the reply's text."""
+        trained on: the policy did not produce it, but the next reply is conditioned on it, so
+        `add_observations` hands it to the sampler first). Returns the reply's text."""
         if len(ids) != len(logprobs):
             raise ValueError(f"reply has {len(ids)} ids but {len(logprobs)} logprobs")
         body = list(ids)
@@ -64,20 +69,22 @@ class Conversation:
         self.segments.append(Segment(list(ids), "reply", list(logprobs)))
         if not stopped:
             self.segments.append(Segment([self.tokenizer.reply_end_id], "closing"))
+            self._unsent = [self.tokenizer.reply_end_id]
         self.messages.append({"role": "assistant", "content": text})
         return text
 
     def add_observations(self, messages: Sequence[Mapping[str, Any]],
                          max_tokens: int | None = None) -> list[int] | None:
-        """Appends what the environment answered and the next reply's header; returns the new ids
-        (what the sampler must be extended with), or None, appending nothing, when the
-        conversation would exceed `max_tokens`."""
+        """Appends what the environment answered and the next reply's header; returns what the
+        sampler must be extended with (a cut-off reply's closing token, then the new ids), or
+        None, appending nothing, when the conversation would exceed `max_tokens`."""
         ids = self.tokenizer.continuation_ids(self.messages, messages, self.tools)
         if max_tokens is not None and self.num_tokens + len(ids) > max_tokens:
             return None
         self.messages.extend(dict(m) for m in messages)
         self.segments.append(Segment(ids, "observation"))
-        return ids
+        chunk, self._unsent = self._unsent + ids, []
+        return chunk
 
     def exclude(self, first: int, mode: str) -> None:
         """Segments from `first` on, a failed attempt and its feedback: "mask" keeps them in the

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from seetjax.envs.base import StepCode, StepResult
+from seetjax.envs.base import EpisodeTrace, StepCode, StepResult
 from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
 from seetjax.envs.bfcl_data import BfclTask
+from seetjax.eval.bfcl_checker import state_differences
 from seetjax.models.tokenizer import Tokenizer
+from seetjax.rewards.envtuning import progress_reward
 from seetjax.rollout.chat import Conversation
 from seetjax.sampling import Completion
 from seetjax.seet.anchors import state_key
@@ -35,8 +38,9 @@ _NOT_RUN = (ExecutionErrorKind.UNKNOWN_FUNCTION, ExecutionErrorKind.INVALID_ARGU
 @dataclasses.dataclass(frozen=True)
 class EpisodeLimits:
     """Token caps: per reply, per turn (all replies of a turn), per tool observation, per
-    episode (the whole context: an episode never grows past it, so its training sequence, and a
-    counterfactual pair's prefix plus step, fit in max_episode_tokens + max_reply_tokens)."""
+    episode (the whole context, the closing token of a cut-off reply included: an episode never
+    grows past it, so its training sequence, and a counterfactual pair's prefix plus step, fit in
+    max_episode_tokens + max_reply_tokens)."""
 
     max_reply_tokens: int = 256
     max_turn_tokens: int = 1024
@@ -89,9 +93,10 @@ class Episode:
         return self.env.config.resolved_call_format
 
     def reply_budget(self) -> int:
-        """Tokens the next reply may have under the reply, turn and episode caps."""
+        """Tokens the next reply may have under the reply, turn and episode caps (the episode
+        keeps one position for the stop token that closes a reply cut off at its limit)."""
         turn_left = self.limits.max_turn_tokens - self.turns[-1].tokens
-        episode_left = self.limits.max_episode_tokens - self.conversation.num_tokens
+        episode_left = self.limits.max_episode_tokens - self.conversation.num_tokens - 1
         return max(0, min(self.limits.max_reply_tokens, turn_left, episode_left))
 
     def on_reply(self, completion: Completion) -> list[int] | None:
@@ -112,11 +117,12 @@ class Episode:
                 and log.interceptions < self.stage.interception_budget):
             blocked = intercept(log.accepted, calls, self.task.ground_truth[self.env.turn],
                                 order_free=self.stage.order_free,
-                                reveal_arguments=self.stage.reveal_arguments)
+                                reveal_arguments=self.stage.reveal_arguments,
+                                same_outcome=self._same_outcome)
             if blocked is not None:
                 log.interceptions += 1
                 log.hints += 1
-                log.replies.append(dataclasses.replace(view, attempt=True))
+                log.replies.append(dataclasses.replace(view, attempt=True, executed=()))
                 feedback = [{"role": "tool", "content": self._feedback("", blocked.hint)}]
                 return self._next(feedback, attempt_from=first)
 
@@ -132,11 +138,12 @@ class Episode:
             result = self.env.step(text)
             if result.code == StepCode.EXECUTION_ERROR:
                 granted = self._grant(log)
+        executed: tuple[ToolCall, ...] = ()
         if granted and snapshot is not None:
-            self.env.restore(snapshot)
+            self.env.restore(snapshot)  # nothing of the dropped attempt ran
         else:
-            self._log_executed(log, result)
-        log.replies.append(dataclasses.replace(view, attempt=granted))
+            executed = self._log_executed(log, result)
+        log.replies.append(dataclasses.replace(view, attempt=granted, executed=executed))
 
         observations = list(result.observations)
         if result.code in (StepCode.FORMAT_ERROR, StepCode.EXECUTION_ERROR) and not result.turn_ended:
@@ -159,11 +166,24 @@ class Episode:
         log.retries += granted
         return granted
 
-    def _log_executed(self, log: TurnLog, result: StepResult) -> None:
-        for r in result.results:
-            if r.error not in _NOT_RUN:
-                self.executed.append(r.call)
-                log.accepted.append(r.call)
+    def _log_executed(self, log: TurnLog, result: StepResult) -> tuple[ToolCall, ...]:
+        """Logs the calls of a step that ran (not those rejected before running); returns them."""
+        ran = tuple(r.call for r in result.results if r.error not in _NOT_RUN)
+        self.executed += ran
+        log.accepted += ran
+        return ran
+
+    def _same_outcome(self, a: Sequence[ToolCall], b: Sequence[ToolCall]) -> bool:
+        """Whether running calls `a` and running calls `b` from the current state end in the same
+        API state with the same multiset of outputs (BFCL's turn check); runs both on copies."""
+        snapshot = self.env.snapshot()
+        ends = []
+        for calls in (a, b):
+            outputs = Counter(r.output for r in self.env.executor.execute_all(calls))
+            ends.append((self.env.executor.instances, outputs))
+            self.env.restore(snapshot)  # a fresh copy: the instances just used stay as they are
+        (instances_a, outputs_a), (instances_b, outputs_b) = ends
+        return outputs_a == outputs_b and not state_differences(instances_a, instances_b)
 
     def _decorate(self, observations: list[dict[str, Any]], result: StepResult,
                   hint: str | None) -> list[dict[str, Any]]:
@@ -205,8 +225,9 @@ class Episode:
         """Appends the observations; a failed attempt (its reply from segment `attempt_from` on,
         and this feedback) is treated as the stage's training_context says."""
         observations = [self._capped(m) for m in observations]
-        # The next reply needs room too: stop when it would not have a single token.
-        ids = self.conversation.add_observations(observations, self.limits.max_episode_tokens - 1)
+        # The next reply needs room too: stop when it would not have a single token (plus the
+        # closing one, should it be cut off there).
+        ids = self.conversation.add_observations(observations, self.limits.max_episode_tokens - 2)
         if ids is None:
             self._truncate()
             return None
@@ -237,10 +258,16 @@ class Episode:
 
     # ---------------------------------------------------------------- results
 
+    def trace(self) -> EpisodeTrace:
+        """The environment's record of the episode, marked `truncated` when the context filled up
+        (the record rewards in `seetjax.rewards` are computed from)."""
+        return dataclasses.replace(self.env.trace(), truncated=self.truncated)
+
     def progress_reward(self) -> float:
-        """EnvTuning's progress reward: passed turns / turns of the task (a turn never reached,
-        because the episode was cut short, counts as failed)."""
-        return sum(bool(t.passed) for t in self.turns) / self.task.num_turns
+        """EnvTuning's progress reward, `seetjax.rewards.progress_reward` of `trace()`: passed
+        turns / turns of the task (a turn never reached, because the episode was cut short,
+        counts as failed)."""
+        return progress_reward(self.trace())
 
     def stats(self) -> dict[str, int]:
         return {"retries": sum(t.retries for t in self.turns),

@@ -175,8 +175,9 @@ class Rollout:
                                    ("historical", stage.historical_anchors),
                                    ("induced", stage.induced_anchors)) if on]
         peers: dict[tuple[str, int, str], Anchor] = {}
-        for e in episodes:
-            for a in _anchors(e, step):
+        anchors = [self._anchors(e, step) for e in episodes]
+        for found in anchors:
+            for a in found:
                 peers.setdefault(a.key, dataclasses.replace(
                     a, source="peer" if a.source == "historical" else a.source))
         records: list[CounterfactualRecord] = []
@@ -195,8 +196,8 @@ class Rollout:
                         e.conversation.training_ids, self._renderer(e), self.tokenizer.reply_end_id)
                     used[anchor.source] += bool(found)
                     records += found
-        for e in episodes:
-            for a in _anchors(e, step):
+        for found in anchors:
+            for a in found:
                 self.pool.add(a)
         self.pool.evict_older_than(step)
         return RolloutResult(list(episodes), records, used)
@@ -207,16 +208,33 @@ class Rollout:
         self.play(episodes, policy)
         return self.slow_loop(episodes, stage, step)
 
+    def _anchors(self, episode: Episode, step: int) -> list[Anchor]:
+        """The episode's verified-correct turns as anchors (induced when interception helped).
+        An anchor's steps are the replies whose calls executed, with those calls: a retried
+        attempt's calls that ran are part of the turn that passed (training_context "mask" or
+        "keep"); where a reply's executed calls differ from its text, the step's tokens are the
+        executed calls rendered, so an anchor step is always a reply the policy can be trained on.
+        Replies that called something and executed none of it (intercepted, undone or rejected
+        calls) and retried attempts without calls are left out; the turn-ending reply stays."""
+        render, stop = self._renderer(episode), self.tokenizer.reply_end_id
+        out = []
+        for log in episode.turns:
+            if not log.passed or not log.replies:
+                continue
+            steps = []
+            for r in log.replies:
+                if r.attempt and not r.ran:
+                    continue  # intercepted, undone, or a retried format error: nothing happened
+                if r.ran == r.calls:
+                    steps.append(AnchorStep(r.calls, r.ids))
+                elif r.ran:
+                    steps.append(AnchorStep(r.ran, tuple(render(r.ran)) + (stop,)))
+            out.append(Anchor(episode.task.id, log.turn, log.state_key, tuple(steps),
+                              "induced" if log.interceptions else "historical", step))
+        return out
+
     def _renderer(self, episode: Episode) -> Callable[[Sequence[ToolCall]], list[int]]:
         if episode.call_format == "hermes":
             return lambda calls: self.tokenizer.encode("\n".join(c.to_hermes() for c in calls))
         return lambda calls: self.tokenizer.encode(
             "[" + ", ".join(c.to_python() for c in calls) + "]")
-
-
-def _anchors(episode: Episode, step: int) -> list[Anchor]:
-    """The episode's verified-correct turns as anchors (induced when interception helped)."""
-    return [Anchor(episode.task.id, log.turn, log.state_key,
-                   tuple(AnchorStep(r.calls, r.ids) for r in log.replies if not r.attempt),
-                   "induced" if log.interceptions else "historical", step)
-            for log in episode.turns if log.passed and log.replies]

@@ -37,9 +37,14 @@ def sample_next_token(logits: jax.Array, rng: jax.Array,
                       params: SamplingParams) -> tuple[jax.Array, jax.Array]:
     """Draws one token per row of `logits` [B, V].
 
-    Returns (tokens [B], logprobs [B]): the logprob of each drawn token under
-    softmax(logits / temperature) (softmax(logits) when greedy), before top-k/top-p truncation,
-    which is the quantity a learner recomputes from the same logits and temperature.
+    Returns (tokens [B], logprobs [B]). The token is drawn from softmax(logits / temperature)
+    restricted to the top-k / top-p set and renormalised (the argmax when greedy). The logprob is
+    always under the untruncated softmax(logits / temperature) (softmax(logits) when greedy):
+    the quantity a learner recomputes from the same logits and temperature, but, with top_k > 0
+    or top_p < 1, not the log-probability of the distribution actually sampled from (which is
+    higher by -log of the kept mass). Importance ratios built on it are then biased, so training
+    configs with a policy-gradient loss refuse top-k/top-p (`seetjax.train_config`); evaluation
+    and plain generation may use them.
     """
     logits = logits.astype(jnp.float32)
     if params.greedy:

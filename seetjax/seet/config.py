@@ -32,8 +32,10 @@ class StageConfig:
     interception: stage-2 ground-truth interception; interception_budget: blocked attempts
       allowed per turn before the model's call is let through; reveal_arguments: the corrective
       hint shows the expected arguments, not only the expected tool.
-    order_free: interception accepts any remaining ground-truth call of the turn, not only the
-      next one in the ground truth's order (BFCL's checker does not enforce the order).
+    order_free: interception follows BFCL's order semantics for a turn (its checker compares the
+      end state and the multiset of outputs, not the order of calls): the remaining ground-truth
+      calls may come in any order that ends the turn in the same state with the same outputs;
+      False: only in the ground truth's own order.
     peer_anchors / historical_anchors / induced_anchors: anchor sources the slow loop may use.
     counterfactual: failed turns with an anchor become counterfactual records.
     feedback_marker: error feedback starts with `[stage N | mode]`, so the policy can tell the
@@ -54,7 +56,7 @@ class StageConfig:
     interception: bool = False
     interception_budget: int = 3
     reveal_arguments: bool = False
-    order_free: bool = False
+    order_free: bool = True
     peer_anchors: bool = True
     historical_anchors: bool = True
     induced_anchors: bool = True

@@ -1,11 +1,17 @@
 """FPLD: the first point of logical divergence between two tool-call sequences.
 
 Given the calls a failed trajectory made and the calls of a correct (anchor) trajectory, find the
-first position whose canonical calls differ and say how: a different tool (`tool_name`), the same
-tool with different arguments (`argument`, naming missing, extra and changed keys), a call the
-anchor does not make (`extra_call`) or one it makes that the failed sequence lacks
-(`missing_call`). Calls compare in canonical form: argument order does not matter, 1 == 1.0,
-tuples are lists, and strings are normalised as configured.
+first point where they differ and say how: a different tool (`tool_name`), the same tool with
+different arguments (`argument`, naming missing, extra and changed keys), a call the anchor does
+not make (`extra_call`) or one it makes that the failed sequence lacks (`missing_call`). Calls
+compare in canonical form: argument order does not matter, 1 == 1.0, tuples are lists, and strings
+are normalised as configured.
+
+Calls are matched by identity first (each failed call to the first unmatched equal anchor call:
+BFCL does not judge the order of a turn's calls), then by position among the unmatched ones, so
+`[B, A']` against `[A, B]` is an argument divergence on A, not a wrong tool at call 0. Indices
+count positions in the failed sequence (a missing call sits right after the failed calls matched
+to the anchor calls before it). `match="position"` compares strictly position by position.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from seetjax.tools.calls import ParseError, ToolCall, parse_python_calls
 from seetjax.tools.schema import ToolSchema
 
 DivergenceKind = Literal["tool_name", "argument", "extra_call", "missing_call"]
+Matching = Literal["identity", "position"]
 StringNormalisation = Literal["exact", "strip", "casefold"]
 CallLike = ToolCall | str | Mapping[str, Any]
 
@@ -85,29 +92,54 @@ def as_call(call: CallLike, schemas: Mapping[str, ToolSchema] | None = None) -> 
 
 def first_divergence(failed_calls: Sequence[CallLike], anchor_calls: Sequence[CallLike],
                      schema: Mapping[str, ToolSchema] | None = None,
-                     strings: StringNormalisation = "exact") -> Divergence | None:
-    """The first position at which the canonical calls differ; None when the sequences agree.
+                     strings: StringNormalisation = "exact",
+                     match: Matching = "identity") -> Divergence | None:
+    """The first divergence between the canonical calls; None when the sequences agree (as
+    multisets with `match="identity"`, position by position with `match="position"`).
 
     `schema` (tool name -> ToolSchema) names positional arguments; `strings` normalises string
     values before comparing ("strip": surrounding whitespace; "casefold": that and case).
     """
     failed = [as_call(c, schema) for c in failed_calls]
     anchor = [as_call(c, schema) for c in anchor_calls]
-    for i, (f, a) in enumerate(zip(failed, anchor)):
-        if f.name != a.name:
-            return Divergence(i, "tool_name", f, a)
-        fa, aa = _keyed(f.args, strings), _keyed(a.args, strings)
-        fp, ap = _keyed(list(f.positional), strings), _keyed(list(a.positional), strings)
-        if fa != aa or fp != ap:
-            return Divergence(
-                i, "argument", f, a, missing_keys=tuple(sorted(set(aa) - set(fa))),
-                extra_keys=tuple(sorted(set(fa) - set(aa))),
-                changed_keys=tuple(sorted(k for k in set(fa) & set(aa) if fa[k] != aa[k])))
-    if len(failed) > len(anchor):
-        return Divergence(len(anchor), "extra_call", failed[len(anchor)], None)
-    if len(failed) < len(anchor):
-        return Divergence(len(failed), "missing_call", None, anchor[len(failed)])
-    return None
+    keys_f = [_call_key(c, strings) for c in failed]
+    keys_a = [_call_key(c, strings) for c in anchor]
+    partner: dict[int, int] = {}  # anchor index -> failed index matched by identity
+    if match == "identity":
+        for i, key in enumerate(keys_f):
+            j = next((j for j, k in enumerate(keys_a) if k == key and j not in partner), None)
+            if j is not None:
+                partner[j] = i
+    elif match != "position":
+        raise ValueError(f"match must be 'identity' or 'position', got {match!r}")
+    free_f = [i for i in range(len(failed)) if i not in partner.values()]
+    free_a = [j for j in range(len(anchor)) if j not in partner]
+    found: list[tuple[int, int, Divergence]] = []  # (index, tie-break, divergence)
+    for i, j in zip(free_f, free_a):
+        partner[j] = i
+        if keys_f[i] != keys_a[j]:
+            found.append((i, 0, _pair_divergence(i, failed[i], anchor[j], strings)))
+    found += [(i, 0, Divergence(i, "extra_call", failed[i], None))
+              for i in free_f[len(free_a):]]
+    for j in free_a[len(free_f):]:
+        index = max((partner[k] + 1 for k in range(j) if k in partner), default=0)
+        found.append((index, 1, Divergence(index, "missing_call", None, anchor[j])))
+    return min(found, key=lambda x: x[:2])[2] if found else None
+
+
+def _pair_divergence(index: int, f: ToolCall, a: ToolCall,
+                     strings: StringNormalisation) -> Divergence:
+    if f.name != a.name:
+        return Divergence(index, "tool_name", f, a)
+    fa, aa = _keyed(f.args, strings), _keyed(a.args, strings)
+    return Divergence(
+        index, "argument", f, a, missing_keys=tuple(sorted(set(aa) - set(fa))),
+        extra_keys=tuple(sorted(set(fa) - set(aa))),
+        changed_keys=tuple(sorted(k for k in set(fa) & set(aa) if fa[k] != aa[k])))
+
+
+def _call_key(call: ToolCall, strings: StringNormalisation) -> tuple[str, dict, dict]:
+    return (call.name, _keyed(call.args, strings), _keyed(list(call.positional), strings))
 
 
 def calls_match(a: CallLike, b: CallLike, schema: Mapping[str, ToolSchema] | None = None,

@@ -2,10 +2,13 @@
 
 For a failed turn with an anchor, FPLD finds the first call where the failure departs from the
 anchor; the reply that made (or, for a missing call, failed to make) that call is the failed step.
-The record pairs it with the anchor step the policy should have produced instead, both after the
-same shared prefix (the failed episode's training sequence up to the failed step). Failed
-attempts that were retried or intercepted are negatives too: each whose calls depart from the
-anchor becomes a record against it. Records feed the counterfactual loss and
+Both lines are the calls that actually executed, in order: a retried attempt's calls that ran
+(training_context "mask" or "keep") are part of the turn's state, so they are part of its line;
+intercepted calls and the calls of an attempt whose effects were undone ("drop") are not. The
+record pairs the failed step with the anchor step the policy should have produced instead, both
+after the same shared prefix (the failed episode's training sequence up to the failed step).
+Failed attempts that were retried or intercepted are negatives too: each whose proposed calls
+depart from the anchor becomes a record against it. Records feed the counterfactual loss and
 `counterfactual_records.jsonl`; they never change a reward.
 """
 
@@ -31,6 +34,15 @@ class StepView:
     calls: tuple[ToolCall, ...]  # the calls it made (none: it ended the turn or did not parse)
     attempt: bool = False  # a failed attempt that was retried or intercepted
     well_formed: bool = True  # it ended with its stop token and parsed (as calls or as prose)
+    # The calls of this reply that executed and stayed executed, in order (rejected, intercepted
+    # and undone calls are not). None: all of `calls` for a reply of the line, none for an attempt.
+    executed: tuple[ToolCall, ...] | None = None
+
+    @property
+    def ran(self) -> tuple[ToolCall, ...]:
+        if self.executed is not None:
+            return self.executed
+        return () if self.attempt else self.calls
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,21 +83,25 @@ def anchor_step_ids(anchor: Anchor, index: int, render, stop_id: int) -> tuple[i
 def records_for_turn(task_id: str, turn: int, sample: int, stage: int, steps: Sequence[StepView],
                      anchor: Anchor, prefix_of, render, stop_id: int
                      ) -> list[CounterfactualRecord]:
-    """Records of one failed turn: the first divergent reply of the turn's own line, and every
-    failed attempt whose calls depart from the anchor. `prefix_of(segment)` gives the
-    training-sequence ids before a segment."""
-    kept = [s for s in steps if not s.attempt]
-    flat = [c for s in kept for c in s.calls]
+    """Records of one failed turn: the first divergence of the calls the turn executed, at the
+    reply responsible for it, and every failed attempt whose proposed calls depart from the
+    anchor. `prefix_of(segment)` gives the training-sequence ids before a segment."""
+    starts, flat = [], []
+    for s in steps:
+        starts.append(len(flat))
+        flat += s.ran
     records = []
+    line = None
     divergence = first_divergence(flat, anchor.calls)
-    if divergence is not None and kept:
-        failed, first_call = _step_at(kept, divergence.index)
-        records.append(_record(task_id, turn, sample, stage, prefix_of(failed.segment), failed,
-                               anchor, divergence, first_call, render, stop_id))
-    for attempt in steps:
-        if not attempt.attempt:
+    if divergence is not None and steps:
+        k = _responsible(steps, starts, divergence)
+        if k is not None:
+            line = steps[k].segment
+            records.append(_record(task_id, turn, sample, stage, prefix_of(line), steps[k],
+                                   anchor, divergence, starts[k], render, stop_id))
+    for attempt, before in zip(steps, starts):
+        if not attempt.attempt or attempt.segment == line:
             continue
-        before = sum(len(s.calls) for s in kept if s.segment < attempt.segment)
         expected = anchor.calls[before:before + max(len(attempt.calls), 1)]
         d = first_divergence(attempt.calls, expected)
         if d is not None:
@@ -95,15 +111,25 @@ def records_for_turn(task_id: str, turn: int, sample: int, stage: int, steps: Se
     return records
 
 
-def _step_at(steps: Sequence[StepView], call_index: int) -> tuple[StepView, int]:
-    """The reply holding call `call_index` (the turn-ending reply past the last call) and the
-    index of its first call."""
-    start = 0
-    for step in steps:
-        if call_index < start + len(step.calls):
-            return step, start
-        start += len(step.calls)
-    return steps[-1], start
+def _responsible(steps: Sequence[StepView], starts: Sequence[int],
+                 divergence: Divergence) -> int | None:
+    """The reply to blame for a divergence of the executed line: the one that executed the
+    failed call. For a missing call (due before executed call k), the first reply of the turn's
+    line (not a retried attempt, which has its own record) that could have made it: the one that
+    executed call k-1 if it went on to call k or proposed calls that did not run, else any later
+    one. None when only attempts could have."""
+    k = divergence.index
+    if divergence.failed is not None:
+        return next((i for i, s in enumerate(steps) if starts[i] <= k < starts[i] + len(s.ran)),
+                    len(steps) - 1)
+    holder = next((i for i, s in enumerate(steps) if starts[i] < k <= starts[i] + len(s.ran)),
+                  -1)
+    for i in range(max(holder, 0), len(steps)):
+        s = steps[i]
+        could = i > holder or starts[i] + len(s.ran) > k or len(s.calls) > len(s.ran)
+        if could and not s.attempt:
+            return i
+    return None
 
 
 def _record(task_id, turn, sample, stage, prefix, failed: StepView, anchor: Anchor,

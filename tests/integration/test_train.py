@@ -55,6 +55,9 @@ def test_short_tiny_run_learns_and_writes_everything(tmp_path, embedded_dir):
     assert all(list(e["splits"]) == ["train"] for e in evals.values())
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert sorted({r["stage"] for r in rows if "stage" in r}) == [1.0, 2.0, 3.0, 4.0]
+    for r in rows:  # counterfactual records available vs trained (seet.max_pairs = 2)
+        if "stage" in r:
+            assert r["rollout/records_trained"] == min(r["rollout/records_available"], 2)
     start = rows[0]  # the curves start from the untrained model and from the start of RL
     assert start["step"] == 0 and start["eval/untrained_format_validity"] == 0.0
     assert start["eval/train_format_validity"] == evals["after_sft"]["tasks"]["format_validity"]

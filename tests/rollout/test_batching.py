@@ -98,3 +98,35 @@ def test_ppo_step_on_rollout_batches(play, task, tokenizer, embedded_dir):
                                     mesh=make_mesh(1, 1, 1, jax.devices()[:1]))
     state, metrics = learner.update(state, batch)
     assert np.isfinite(metrics["loss"]) and "loss/value" in metrics
+
+
+def test_pairs_are_drawn_uniformly_over_all_records_and_reproducibly(play, task, tokenizer):
+    from seetjax.rollout.batching import sample_records
+    from seetjax.trainer import TrainRun
+
+    records = list(range(40))  # stands for 40 records in episode order (10 tasks x 4 samples)
+    draw = sample_records(records, 8, (0, 3, 0))
+    assert draw == sample_records(records, 8, (0, 3, 0))  # a resumed step draws the same pairs
+    assert draw != sample_records(records, 8, (0, 4, 0))
+    assert len(set(draw)) == 8 and draw == sorted(draw)  # without replacement, episode order
+    counts = np.bincount([i for step in range(2000) for i in sample_records(records, 8,
+                                                                            (0, step, 0))],
+                         minlength=40)
+    assert counts.min() > 0.8 * 400 and counts.max() < 1.2 * 400  # 2000 * 8 / 40 each
+    assert sample_records(records[:5], 8, (0, 1, 0)) == records[:5]
+    assert sample_records(records, 8, None) == records[:8]
+    # in a batch: the trained pairs are a seeded draw, counted in the trainer's metrics
+    rollout, episodes = play([task], STAGE3, [replay(task)] + [replay(task, skip_turn=t)
+                                                               for t in (0, 1, 2, 3)],
+                             group_size=5)
+    result = rollout.slow_loop(episodes, STAGE3, step=1)
+    assert len(result.records) == 4
+    batch = trajectory_batch(result, pad_id=tokenizer.pad_id, max_pairs=2, pair_seed=(0, 1, 0))
+    picked = sample_records(result.records, 2, (0, 1, 0))
+    for k, r in enumerate(picked):
+        chosen = batch.pairs.chosen.tokens[k][batch.pairs.chosen.loss_mask[k] > 0].tolist()
+        assert chosen == list(r.anchor_ids)
+    run = type("Run", (), {"plan": type("Plan", (), {"learner": type(
+        "Learner", (), {"term": staticmethod(lambda name: None)})})})()
+    assert TrainRun._record_counts(run, result, batch) == {"records_available": 4.0,
+                                                           "records_trained": 2.0}

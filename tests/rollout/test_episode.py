@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from seetjax.envs.bfcl_data import load_tasks
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.seet.config import StageConfig
 from tests.rollout.conftest import calls_text
@@ -63,6 +64,27 @@ def test_interception_passes_a_correct_prefix_and_blocks_a_wrong_call(play, task
     assert "dir_name='temp'" not in feedback[1]  # arguments are not revealed by default
 
 
+def test_interception_follows_bfcls_order_semantics(play, task, tokenizer):
+    """BFCL judges a turn by end state and outputs, not call order: a reordering of the turn's
+    ground truth that ends the same passes interception; one that changes the outcome does not."""
+    stage = StageConfig(stage=2, env_mode="augmented", interception=True)
+    commuting = load_tasks("base")[32]  # turn 0: cat(Spring2023Draft), wc(Spring2023Draft)
+    cat, wc = commuting.ground_truth[0]
+    _, (e,) = play([commuting], stage, [[calls_text([wc]), calls_text([cat]), "Done."]])
+    assert e.turns[0].interceptions == 0 and e.turns[0].passed
+    strict = StageConfig(stage=2, env_mode="augmented", interception=True, order_free=False)
+    _, (e,) = play([commuting], strict, [[calls_text([wc, cat]), calls_text([cat, wc]), "Done."]])
+    assert e.turns[0].interceptions == 1 and e.turns[0].passed
+    # mkdir before cd creates temp in the wrong folder: blocked, the hint asks for cd
+    cd, mkdir, mv = task.ground_truth[0]
+    _, (e,) = play([task], stage, [[calls_text([mkdir, cd, mv]), calls_text([cd, mkdir, mv]),
+                                    "Done."]])
+    log = e.turns[0]
+    assert log.interceptions == 1 and log.passed
+    assert log.replies[0].attempt and log.replies[0].ran == ()  # intercepted: nothing ran
+    assert "used `mkdir` where `cd` was needed" in feedback_texts(tokenizer, e)[0]
+
+
 def test_masks_cover_exactly_the_policy_tokens(play, task, tokenizer):
     """Token in, token out: the training sequence is the template's rendering of the episode,
     and the mask is 1 exactly on the replies (failed attempts masked in 'mask' mode)."""
@@ -86,11 +108,13 @@ def test_drop_mode_leaves_the_attempt_out_and_undoes_its_effects(play, task, tok
     _, (e,) = play([task], stage, script)
     assert "x" not in e.env.executor.instances["GorillaFileSystem"].root.contents
     assert e.turns[0].passed and [c.name for c in e.turns[0].accepted] == ["cd", "mkdir", "mv"]
+    assert [r.ran for r in e.turns[0].replies][0] == ()  # the undone attempt's mkdir did not run
     tokens, mask, _ = e.conversation.training_arrays()
     assert "nope" not in tokenizer.decode(tokens)  # neither the attempt nor its feedback
     _, (kept,) = play([task], StageConfig(stage=1, retry_budget=1, training_context="keep"),
                       script)
     assert "x" in kept.env.executor.instances["GorillaFileSystem"].root.contents
+    assert [c.name for c in kept.turns[0].replies[0].ran] == ["mkdir", "cd"]  # both ran
     assert "nope" in tokenizer.decode(kept.conversation.training_arrays()[0])
 
 

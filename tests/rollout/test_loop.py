@@ -6,7 +6,7 @@ from flax import nnx
 from seetjax.envs.bfcl import BfclEnvConfig
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import Rollout, RolloutConfig, SamplerPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig, SamplerPolicy, ScriptedPolicy
 from seetjax.sampling import Sampler, SamplingParams
 from seetjax.seet.config import StageConfig, default_stages
 from tests.rollout.conftest import calls_text
@@ -91,3 +91,81 @@ def test_sampler_policy_runs_episodes_with_the_embedded_model(embedded_dir, toke
         assert (logprobs[mask == 0] == 0).all()
         assert len(e.turns) == task.num_turns  # every turn was reached or judged
     assert sampler.compile_count() <= 8
+
+
+class RecordingPolicy(ScriptedPolicy):
+    """A scripted policy that keeps, per row, every id a sampler would hold: the prompt, each
+    chunk it is extended with and each reply."""
+
+    def start(self, prompts):
+        self.context = [list(p) for p in prompts]
+
+    def generate(self, rows, chunks, max_new_tokens):
+        out = super().generate(rows, chunks, max_new_tokens)
+        for row, chunk, completion in zip(rows, chunks, out):
+            self.context[row] += list(chunk) + completion.tokens
+        return out
+
+
+def test_cut_off_replies_are_closed_in_the_samplers_context_too(tokenizer, task):
+    """Every reply is cut off at max_reply_tokens: the stop token closing it in the training row
+    must reach the sampler before the next observation, and counts against the episode cap."""
+    long_reply = calls_text(task.ground_truth[0])
+
+    def run(max_episode_tokens):
+        rollout = Rollout(tokenizer, RolloutConfig(
+            group_size=2, env=BfclEnvConfig(prompt_style="compact"),
+            limits=EpisodeLimits(max_reply_tokens=4, max_turn_tokens=12,
+                                 max_episode_tokens=max_episode_tokens)))
+        episodes = rollout.episodes([task], default_stages()[0], progress=0.0, seed=0)
+        policy = RecordingPolicy(tokenizer, lambda row: long_reply)
+        rollout.play(episodes, policy)
+        for e, context in zip(episodes, policy.context):
+            segments = e.conversation.segments
+            row = e.conversation.training_ids()  # nothing dropped in "mask" mode
+            # the sampler saw the training row token for token; only the closing token of an
+            # episode's very last reply never had to be sent
+            tail = [tokenizer.reply_end_id] if segments[-1].kind == "closing" else []
+            assert context + tail == row
+            assert len(row) <= max_episode_tokens
+        return episodes
+
+    episodes = run(4096)
+    segments = episodes[0].conversation.segments
+    assert not episodes[0].truncated
+    assert sum(s.kind == "closing" for s in segments) >= 3  # cut-offs did happen
+    # caps that end the episode after its first observation, within a reply's reach of it
+    assert [s.kind for s in segments[:4]] == ["prompt", "reply", "closing", "observation"]
+    first = sum(len(s.ids) for s in segments[:4])
+    for extra in (1, 2, 3, 4):
+        assert all(e.truncated for e in run(first + extra))
+
+
+def test_anchors_and_failed_lines_are_the_calls_that_executed(play, task, tokenizer):
+    """Stage 3, training_context "mask": sample A runs [cd ok, mkdir(dir_name=5) rejected], is
+    retried with [mkdir, mv] and passes; its cd stays executed, so its anchor starts with cd and
+    sample B (right cd, wrong folder name) diverges at call 1, the mkdir argument."""
+    assert STAGE3.training_context == "mask"
+    gt = task.ground_truth[0]
+    a = ["[cd(folder='document'), mkdir(dir_name=5)]", calls_text(gt[1:]), "Done."]
+    b = ["[cd(folder='document'), mkdir(dir_name='tmp'), "
+         "mv(source='final_report.pdf', destination='tmp')]", "Done."]
+    rollout, episodes = play([task], STAGE3, [a, b], group_size=2)
+    good, bad = episodes
+    assert good.turns[0].retries == 1 and good.turns[0].passed
+    assert bad.turns[0].passed is False
+    assert [c.name for c in good.turns[0].accepted] == ["cd", "mkdir", "mv"]
+    result = rollout.slow_loop(episodes, STAGE3, step=0)
+    records = [r for r in result.records if r.turn == 0]
+    assert len(records) == 1
+    d = records[0].divergence
+    assert (records[0].sample, d.kind, d.index, d.changed_keys) == (1, "argument", 1,
+                                                                    ("dir_name",))
+    assert (d.failed.args, d.anchor.args) == ({"dir_name": "tmp"}, {"dir_name": "temp"})
+    for r in records:  # B's prefix has no executed call: the anchor step must start with cd
+        assert tokenizer.decode(r.anchor_ids).startswith("[cd(folder='document')")
+    assert good.turns[0].replies[0].ran == (gt[0],)  # the retried attempt's cd ran
+    anchor = rollout.pool.lookup(task.id, 0, good.turns[0].state_key, now=0)
+    assert anchor.calls == list(gt)
+    # the retried reply's tokens say more than ran: its anchor step is the executed cd, rendered
+    assert tokenizer.decode(anchor.steps[0].tokens) == "[cd(folder='document')]<|im_end|>"

@@ -30,10 +30,28 @@ def test_wrong_calls_are_blocked_with_the_divergence_named():
 
 def test_order_free_accepts_any_remaining_call():
     swapped = [GT[1], GT[0]]
-    assert intercept([], swapped, GT) is not None
-    assert intercept([], swapped, GT, order_free=True) is None
-    assert intercept(swapped, [GT[2]], GT, order_free=True) is None
-    d = intercept([GT[1]], [ToolCall("mkdir", {"dir_name": "z"})], GT, order_free=True)
+    assert intercept([], swapped, GT, order_free=False) is not None
+    assert intercept([], swapped, GT) is None  # the default: BFCL's order semantics
+    assert intercept(swapped, [GT[2]], GT) is None
+    d = intercept([GT[1]], [ToolCall("mkdir", {"dir_name": "z"})], GT)
     assert d.divergence.kind == "tool_name"  # the remaining calls are cd and mv
-    d = intercept([], [ToolCall("mv", {"source": "y", "destination": "b"})], GT, order_free=True)
+    d = intercept([], [ToolCall("mv", {"source": "y", "destination": "b"})], GT)
     assert (d.divergence.kind, d.divergence.changed_keys) == ("argument", ("source",))
+    assert intercept([], [ToolCall("cd", {"folder": "a"}, ())], GT) is None  # canonical match
+
+
+def test_a_reordering_that_changes_the_outcome_is_blocked():
+    seen = []
+
+    def same_outcome(a, b):
+        seen.append((list(a), list(b)))
+        return False
+
+    d = intercept([], [GT[1]], GT, same_outcome=same_outcome)
+    assert (d.divergence.kind, d.divergence.index) == ("tool_name", 0)
+    assert "`cd`" in d.hint
+    # the ground truth's order from here against the proposal followed by the rest in order
+    assert seen == [(GT, [GT[1], GT[0], GT[2]])]
+    assert intercept(GT[:1], GT[1:2], GT, same_outcome=same_outcome) is None  # in order: no run
+    assert len(seen) == 1
+    assert intercept([], [GT[1]], GT, same_outcome=lambda a, b: True) is None
