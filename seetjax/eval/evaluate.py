@@ -52,7 +52,7 @@ def evaluate_tasks(rollout: Rollout, policy: Policy, tasks: Sequence[BfclTask], 
 
 def report(split: str, episodes: Sequence[Episode]) -> SplitReport:
     """The report of finished episodes."""
-    traces = [e.env.trace() for e in episodes]
+    traces = [e.trace() for e in episodes]  # marked truncated when the context filled up
     # A turn the episode never reached (cut by a token cap) fails the entry.
     results = [entry_result(e.task, trace.verdicts) for e, trace in zip(episodes, traces)]
     return SplitReport(split, summarize(results), agent_metrics(traces, results), tuple(results))

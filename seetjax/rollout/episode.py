@@ -136,7 +136,8 @@ class Episode:
             if drop and calls and log.retries < self.stage.retry_budget:
                 snapshot = self.env.snapshot()  # a dropped failure is undone: state matches context
             result = self.env.step(text)
-            if result.code == StepCode.EXECUTION_ERROR:
+            # A step that ended the episode (BFCL's step limit) is final: no retry undoes it.
+            if result.code == StepCode.EXECUTION_ERROR and not result.done:
                 granted = self._grant(log)
         executed: tuple[ToolCall, ...] = ()
         if granted and snapshot is not None:

@@ -128,3 +128,19 @@ def test_turn_token_cap_ends_the_turn_and_episode_cap_truncates(play, task):
     assert cut.truncated and cut.conversation.num_tokens >= 900
     assert len(cut.turns) == task.num_turns and all(t.passed is False for t in cut.turns)
     assert cut.progress_reward() == 0.0
+
+
+def test_a_step_that_ends_the_episode_is_never_retried(play, task, tokenizer):
+    """Past BFCL's step limit the episode is over: the failing step that ended it is not granted
+    a retry (a retry would count against the budget and label the last step an attempt)."""
+    from seetjax.envs.bfcl import BfclEnvConfig
+    from seetjax.rollout.loop import Rollout, RolloutConfig
+
+    generous = StageConfig(stage=1, env_mode="augmented", retry_budget=10)
+    rollout = Rollout(tokenizer, RolloutConfig(group_size=1, env=BfclEnvConfig(
+        prompt_style="compact", max_steps_per_turn=2)))
+    _, (e,) = play([task], generous, [["[cd(folder='nope')]"] * 6], rollout=rollout)
+    replies = e.turns[0].replies
+    assert e.done and len(replies) == 3  # two steps allowed, the third ends the episode
+    assert [r.attempt for r in replies] == [True, True, False]
+    assert e.turns[0].retries == 2 and e.trace().steps[-1].timeout
