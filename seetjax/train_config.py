@@ -125,6 +125,7 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     if config.model.path is None:  # an ml_collections placeholder the config left unset
         raise ValueError("config.model.path: this config needs an HF checkpoint directory")
     field("model", lambda: load_options(config.model))
+    _check_counts(config)
     categories = tuple(c.strip() for c in config.data.categories.split(",") if c.strip())
     for c in categories:
         if c not in CATEGORIES:
@@ -166,8 +167,6 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     if config.sft.enabled:
         from seetjax.sft import validate as validate_sft  # the SFT data side, only when used
         field("sft.run", lambda: validate_sft(config.sft.run))
-    if config.data.tasks_per_step < 1 or config.train.steps < 1:
-        raise ValueError("config.data.tasks_per_step and config.train.steps must be >= 1")
     return Plan(stages, transitions, learner, rollout, sampling, eval_rollout,
                 categories, eval_splits, seet, max_pairs)
 
@@ -197,6 +196,25 @@ def _check_importance_ratios(config: ml_collections.ConfigDict, sampling: Sampli
                 "ratio's denominator) are conditioned on a context the learner never sees. Use "
                 "'mask' (the attempt stays in the row without loss) or a loss without importance "
                 "ratios (learner.algorithm='dpo')")
+
+
+# Counts and periods: (field, smallest value, what the smallest means when it is 0).
+_COUNTS = (("data.tasks_per_step", 1, ""), ("train.steps", 1, ""),
+           ("data.tasks_per_category", 0, " (0: all)"), ("eval.per_category", 0, " (0: all)"),
+           ("train.checkpoint_every", 1, ""), ("train.keep_checkpoints", 1, ""),
+           ("train.eval_every", 0, " (0: never)"), ("seet.max_pairs", 0, ""),
+           ("seet.anchors.capacity", 1, ""), ("seet.anchors.max_age", 0, " (0: no limit)"))
+
+
+def _check_counts(config: ml_collections.ConfigDict) -> None:
+    """Every count and period an integer in range, before anything runs (a negative count would
+    slice the task list, a zero period divide by zero after the first step)."""
+    for path, least, meaning in _COUNTS:
+        value = config
+        for key in path.split("."):
+            value = value[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ValueError(f"config.{path}={value!r}: must be an integer >= {least}{meaning}")
 
 
 def _stages(config: ml_collections.ConfigDict) -> tuple[tuple, tuple]:

@@ -28,7 +28,7 @@ from tqdm import tqdm
 from seetjax import sharding
 from seetjax.envs.bfcl import load_split
 from seetjax.envs.bfcl_data import BfclTask
-from seetjax.eval.evaluate import markdown
+from seetjax.eval.evaluate import EVAL_STAGE, markdown
 from seetjax.eval.milestones import Milestone, evaluate_milestone
 from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer
@@ -80,6 +80,7 @@ class TrainRun:
                             for s in self.plan.eval_splits}
         # SFT keeps the tokenizer: one evaluation rollout serves every milestone.
         self._eval = Rollout(Tokenizer.from_pretrained(base), self.plan.eval_rollout)
+        self._check_prompts_fit()
         untrained = self._milestone("untrained", lambda: self._untrained_policy(base))
         self._setup(self._warm_up(base))
         after_sft = (self._milestone("after_sft", self._policy) if self.config.sft.enabled
@@ -98,6 +99,20 @@ class TrainRun:
         final = self._finish((untrained, after_sft), time.perf_counter() - start)
         self.writer.close()
         return final
+
+    def _check_prompts_fit(self) -> None:
+        """Every task's opening prompt leaves room for replies in max_episode_tokens (checked
+        before any work: otherwise every episode of such a task would end before its first
+        reply)."""
+        limits = self.plan.rollout.limits
+        tasks = {t.id: t for t in [*self.tasks, *(t for ts in self.split_tasks.values()
+                                                  for t in ts)]}
+        episodes = self._eval.episodes(list(tasks.values()), EVAL_STAGE, progress=1.0, seed=0)
+        longest = max(episodes, key=lambda e: len(e.prompt))
+        if len(longest.prompt) + 2 > limits.max_episode_tokens:
+            raise ValueError(
+                f"config.limits.max_episode_tokens={limits.max_episode_tokens}: the opening "
+                f"prompt of task {longest.task.id} alone has {len(longest.prompt)} tokens")
 
     def _milestone(self, name: str, policy) -> Milestone:
         """The greedy evaluation at milestone `name` (see seetjax.eval.milestones) with the

@@ -47,6 +47,17 @@ class EpisodeLimits:
     max_observation_tokens: int = 1024
     max_episode_tokens: int = 8192
 
+    def __post_init__(self):
+        for name in ("max_reply_tokens", "max_turn_tokens", "max_observation_tokens",
+                     "max_episode_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"EpisodeLimits.{name}={value!r} must be an integer >= 1")
+        if self.max_episode_tokens <= self.max_reply_tokens + 2:
+            raise ValueError(f"EpisodeLimits.max_episode_tokens={self.max_episode_tokens} must "
+                             f"exceed max_reply_tokens + 2 = {self.max_reply_tokens + 2}: the "
+                             "prompt needs room too")
+
 
 @dataclasses.dataclass
 class TurnLog:

@@ -15,7 +15,7 @@ from flax import nnx
 
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.train_config import build_plan, load_config_file
-from seetjax.trainer import restore_run
+from seetjax.trainer import TrainRun, restore_run
 
 ROOT = Path(__file__).resolve().parents[2]
 # configs/tiny.py shortened: base tasks only, few steps; every stage still runs.
@@ -123,6 +123,12 @@ def test_two_processes_on_localhost(tmp_path, embedded_dir):
     (("sampling", "top_p", 1.5), "config.sampling"),
     (("model", "remat", "some"), "config.model: ModelConfig.remat"),
     (("model", "attention_block", -2), "config.model: ModelConfig.attention_block"),
+    (("limits", "max_reply_tokens", -5), "config.limits: EpisodeLimits.max_reply_tokens"),
+    (("limits", "max_episode_tokens", 60), "config.limits: EpisodeLimits.max_episode_tokens"),
+    (("data", "tasks_per_category", -1), "config.data.tasks_per_category"),
+    (("eval", "per_category", -1), "config.eval.per_category"),
+    (("train", "checkpoint_every", 0), "config.train.checkpoint_every"),
+    (("train", "keep_checkpoints", 0), "config.train.keep_checkpoints"),
 ])
 def test_bad_configs_fail_with_the_field_named(override, message):
     config = load_config_file(ROOT / "configs" / "tiny.py")
@@ -143,3 +149,12 @@ def test_shipped_configs_are_valid(name):
         validate(config)
     else:
         build_plan(config)
+
+
+def test_prompts_longer_than_the_episode_fail_before_any_work(tmp_path, embedded_dir):
+    config = load_config_file(ROOT / "configs" / "tiny.py")
+    config.limits.max_episode_tokens = 200  # over max_reply_tokens + 2, under the ~500-token prompts
+    with pytest.raises(ValueError, match="config.limits.max_episode_tokens=200: the opening "
+                                         "prompt of task .* alone has"):
+        TrainRun(config, tmp_path).run()
+    assert not (tmp_path / "evals").exists()  # nothing was evaluated or trained
