@@ -10,6 +10,7 @@ verdicts, executed calls and every reply are logged for rewards, anchors and the
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -32,6 +33,7 @@ from seetjax.seet.records import StepView
 from seetjax.tools.calls import ParseError, ToolCall, parse_tool_calls
 from seetjax.tools.executor import ExecutionErrorKind
 
+logger = logging.getLogger(__name__)
 _NOT_RUN = (ExecutionErrorKind.UNKNOWN_FUNCTION, ExecutionErrorKind.INVALID_ARGUMENTS)
 
 
@@ -94,6 +96,7 @@ class Episode:
         self.turns: list[TurnLog] = [TurnLog(0, state_key([]))]
         self.done = False
         self.truncated = False
+        self.error: str | None = None  # what ended the episode at its fault boundary, if anything
 
     @property
     def prompt(self) -> list[int]:
@@ -109,6 +112,19 @@ class Episode:
         turn_left = self.limits.max_turn_tokens - self.turns[-1].tokens
         episode_left = self.limits.max_episode_tokens - self.conversation.num_tokens - 1
         return max(0, min(self.limits.max_reply_tokens, turn_left, episode_left))
+
+    def reply(self, completion: Completion) -> list[int] | None:
+        """`on_reply` behind the episode's fault boundary: an exception while handling the reply
+        (text no check foresaw, a bug) ends this episode as failed, logged and counted in
+        `stats()["errors"]`, and the rest of the batch goes on."""
+        try:
+            return self.on_reply(completion)
+        except Exception as e:  # noqa: BLE001 - one episode must not end the run
+            self.error = f"{type(e).__name__}: {e}"[:500]
+            logger.warning("episode %s (sample %d) ended by an error in its reply handling: %s",
+                        self.task.id, self.sample, self.error, exc_info=True)
+            self._end_unjudged()
+            return None
 
     def on_reply(self, completion: Completion) -> list[int] | None:
         """Handles one sampled reply; returns the ids to append before the next reply, or None
@@ -260,7 +276,12 @@ class Episode:
 
     def _truncate(self) -> None:
         """The context is full: the episode ends; turns not judged yet fail."""
-        self.done = self.truncated = True
+        self.truncated = True
+        self._end_unjudged()
+
+    def _end_unjudged(self) -> None:
+        """Ends the episode; every turn not judged yet fails."""
+        self.done = True
         for log in self.turns:
             if log.passed is None:
                 log.passed, log.checked = False, bool(self.task.ground_truth[log.turn])
@@ -286,4 +307,4 @@ class Episode:
                 "hints": sum(t.hints for t in self.turns),
                 "interceptions": sum(t.interceptions for t in self.turns),
                 "turns_passed": sum(bool(t.passed) for t in self.turns),
-                "truncated": int(self.truncated)}
+                "truncated": int(self.truncated), "errors": int(self.error is not None)}

@@ -129,7 +129,7 @@ class RolloutResult:
                "format_validity": sum(r.well_formed for r in replies) / max(len(replies), 1),
                "replies": len(replies) / n,  # environment steps per episode
                "records": float(len(self.records))}
-        for key in ("retries", "hints", "interceptions", "truncated"):
+        for key in ("retries", "hints", "interceptions", "truncated", "errors"):
             out[key] = sum(s[key] for s in per_episode) / n
         out.update({f"anchors_{k}": float(v) for k, v in self.anchors_used.items()})
         return out
@@ -159,7 +159,7 @@ class Rollout:
         while live:
             completions = policy.generate(live, [chunks[i] for i in live],
                                           [episodes[i].reply_budget() for i in live])
-            answers = list(self._threads.map(lambda ic: episodes[ic[0]].on_reply(ic[1]),
+            answers = list(self._threads.map(lambda ic: episodes[ic[0]].reply(ic[1]),
                                              zip(live, completions)))
             still = []
             for i, nxt in zip(live, answers):

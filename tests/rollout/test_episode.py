@@ -3,7 +3,7 @@
 import numpy as np
 
 from seetjax.envs.bfcl_data import load_tasks
-from seetjax.rollout.episode import EpisodeLimits
+from seetjax.rollout.episode import Episode, EpisodeLimits
 from seetjax.seet.config import StageConfig
 from tests.rollout.conftest import calls_text
 
@@ -144,3 +144,27 @@ def test_a_step_that_ends_the_episode_is_never_retried(play, task, tokenizer):
     assert e.done and len(replies) == 3  # two steps allowed, the third ends the episode
     assert [r.attempt for r in replies] == [True, True, False]
     assert e.turns[0].retries == 2 and e.trace().steps[-1].timeout
+
+
+def test_an_error_in_one_episode_ends_only_that_episode(play, task, tokenizer, monkeypatch,
+                                                         caplog):
+    """The fault boundary: reply handling that raises ends its own episode as failed (logged and
+    counted); the other episodes of the batch play on."""
+    from seetjax.rollout.loop import RolloutResult
+
+    real_step = Episode.on_reply
+
+    def flaky(self, completion):
+        if self.sample == 1:
+            raise RuntimeError("boom")
+        return real_step(self, completion)
+
+    monkeypatch.setattr(Episode, "on_reply", flaky)
+    script = [[calls_text(task.ground_truth[0])]] * 2
+    with caplog.at_level("WARNING"):
+        _, (good, bad) = play([task], STANDARD, script, group_size=2)
+    assert good.error is None and good.turns[0].passed
+    assert bad.done and bad.error == "RuntimeError: boom"
+    assert all(t.passed is False for t in bad.turns) and len(bad.turns) == task.num_turns
+    assert bad.progress_reward() == 0.0 and "ended by an error" in caplog.text
+    assert RolloutResult([good, bad], [], {}).stats()["errors"] == 0.5
