@@ -27,6 +27,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from seetjax.cache import enable_compilation_cache  # noqa: E402
 from seetjax.sft import SFTRun  # noqa: E402
 from seetjax.train_config import load_config_file  # noqa: E402
 from seetjax.trainer import TrainRun  # noqa: E402
@@ -168,6 +169,7 @@ def main() -> None:
                         help="rollout checked-turn accuracy for env steps to threshold")
     parser.add_argument("--window", type=int, default=4, help="RL steps averaged for it")
     args = parser.parse_args()
+    enable_compilation_cache()
     unknown = set(args.variants) - set(VARIANTS)
     if unknown:
         sys.exit(f"unknown variants {sorted(unknown)}; known: {list(VARIANTS)}")

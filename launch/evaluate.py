@@ -18,6 +18,7 @@ import jax
 from absl import app, flags
 from flax import nnx
 
+from seetjax.cache import enable_compilation_cache
 from seetjax.envs.bfcl import SPLITS, BfclEnvConfig, load_split
 from seetjax.envs.bfcl_data import CATEGORIES
 from seetjax.eval.evaluate import evaluate_tasks, markdown, write_reports
@@ -76,6 +77,7 @@ def output_stem(out: str) -> Path:
 
 def main(argv):
     del argv
+    enable_compilation_cache()
     out = output_stem(_OUT.value)
     if _RUN.value:
         model, tokenizer, plan = restore_run(_RUN.value, _STEP.value)

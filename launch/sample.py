@@ -13,6 +13,7 @@ import jax
 from absl import app, flags
 from flax import nnx
 
+from seetjax.cache import enable_compilation_cache
 from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
 from seetjax.envs.bfcl_data import load_tasks
 from seetjax.models.embedded import embedded_model_dir
@@ -36,6 +37,7 @@ _DTYPE = flags.DEFINE_string("dtype", "float32", "Parameter and compute dtype.")
 
 def main(argv):
     del argv
+    enable_compilation_cache()
     start = time.perf_counter()
     path = _MODEL.value or embedded_model_dir()
     model = load_hf_checkpoint(path, dtype=_DTYPE.value)

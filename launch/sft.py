@@ -10,6 +10,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from seetjax import sft
+from seetjax.cache import enable_compilation_cache
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/sft.py", "Config file.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Checkpoints, metrics and the final model.",
@@ -18,6 +19,7 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Checkpoints, metrics and the fi
 
 def main(argv):
     del argv
+    enable_compilation_cache()
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
     sft.run(_CONFIG.value, _WORKDIR.value)

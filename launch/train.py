@@ -15,6 +15,7 @@ import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from seetjax.cache import enable_compilation_cache
 from seetjax.trainer import train
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/tiny.py", "Config file.")
@@ -24,6 +25,7 @@ _MULTIHOST = flags.DEFINE_bool("multihost", False, "Call jax.distributed.initial
 
 def main(argv):
     del argv
+    enable_compilation_cache()
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
     if _MULTIHOST.value:

@@ -9,6 +9,11 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from seetjax.cache import enable_compilation_cache  # noqa: E402
+
+# Every test process (xdist workers, the launches tests start) reads programs compiled before.
+enable_compilation_cache()
+
 
 def _random_hf_model(kind: str, out_dir) -> str:
     """A tiny random Qwen2 or Llama-3 model saved by transformers, with non-zero biases."""

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from flax import nnx
 
+from seetjax.cache import cache_root
 from seetjax.envs import bfcl_data
 from seetjax.models.config import ModelConfig
 from seetjax.models.hf import save_hf_checkpoint
@@ -73,10 +74,6 @@ def build_embedded_model(out_dir: str | os.PathLike, spec: EmbeddedSpec | None =
     cfg = spec.model_config(bos=hf.bos_token_id, eos=hf.eos_token_id, pad=tokenizer.pad_id)
     model = Transformer(cfg, rngs=nnx.Rngs(spec.seed))
     return save_hf_checkpoint(model, out_dir, tokenizer=tokenizer)
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("SEETJAX_CACHE", Path.home() / ".cache" / "seetjax"))
 
 
 def embedded_model_dir(spec: EmbeddedSpec | None = None,

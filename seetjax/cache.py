@@ -1,0 +1,38 @@
+"""Where seetjax keeps what it builds once per machine: the embedded default model and JAX's
+persistent compilation cache, under `$SEETJAX_CACHE` (default `~/.cache/seetjax`).
+
+With the compilation cache on, a program XLA compiled once (the learner's update, the sampler's
+prefill and decode loop at each bucket) is read back by every later process with the same shapes
+and flags instead of being compiled again: a resumed or repeated run, each test worker and each
+launch of `make demo` after the first.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import jax
+
+# Programs that compile faster than this are not worth a disk round trip.
+MIN_COMPILE_SECONDS = 0.2
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("SEETJAX_CACHE", Path.home() / ".cache" / "seetjax"))
+
+
+def enable_compilation_cache(directory: str | os.PathLike | None = None) -> Path:
+    """Turns on JAX's persistent compilation cache in `directory` (default `cache_root()/jax`,
+    or `$SEETJAX_JAX_CACHE`; set that to an empty string to leave the cache off). Call before
+    the first compilation."""
+    directory = directory if directory is not None else os.environ.get(
+        "SEETJAX_JAX_CACHE", cache_root() / "jax")
+    if not str(directory):
+        return Path()
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(path))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return path
