@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
@@ -24,7 +25,13 @@ from seetjax.learner import sharding as learner_sharding
 from seetjax.learner.config import LearnerConfig
 from seetjax.learner.forward import sequence_outputs
 from seetjax.learner.optimizer import learning_rate_schedule, make_optimizer
-from seetjax.learner.state import TrainState, new_train_state, prepare_model, split_model
+from seetjax.learner.state import (
+    TrainState,
+    cast_like,
+    new_train_state,
+    prepare_model,
+    split_model,
+)
 from seetjax.learner.step import gradients, train_step
 from seetjax.learner.throughput import peak_flops, throughput
 from seetjax.models.config import ModelConfig
@@ -46,6 +53,8 @@ class Learner:
         self._gradients = jax.jit(functools.partial(gradients, graphdef, config, mesh,
                                                     self.rules))
         self._logprobs = jax.jit(self._sequence_logprobs)
+        self._storage_dtype = jnp.dtype(model_config.param_dtype)
+        self._to_storage = jax.jit(functools.partial(cast_like, dtype=self._storage_dtype))
         self.peak_flops = config.peak_flops_per_device or peak_flops(mesh.devices.flat[0])
 
     def step(self, state: TrainState, batch: TrajectoryBatch) -> tuple[TrainState, dict]:
@@ -94,12 +103,16 @@ class Learner:
         return self._logprobs(state.params, state.frozen, self.place(seqs))
 
     def model(self, state: TrainState) -> Transformer:
-        """The current model (sharing the state's arrays)."""
-        return nnx.merge(self.graphdef, state.params, state.frozen)
+        """The current model with its parameters in the storage dtype (`ModelConfig.param_dtype`):
+        for an f32 model the state's own arrays (no copy), otherwise the masters cast to it."""
+        params = state.params
+        if self._storage_dtype != jnp.float32:
+            params = self._to_storage(params)
+        return nnx.merge(self.graphdef, params, state.frozen)
 
     def sampling_params(self, state: TrainState) -> nnx.State:
-        """`nnx.state` of the current model: the params argument of a Sampler built on
-        `self.model(state)`; the same arrays, no copy."""
+        """`nnx.state` of the current model in its storage dtype: the params argument of a
+        Sampler built on `self.model(state)` (the same arrays as the state's for f32 models)."""
         return nnx.state(self.model(state))
 
     def compile_count(self) -> int:

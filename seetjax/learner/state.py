@@ -4,6 +4,17 @@ Full fine-tuning trains every `nnx.Param`; with LoRA only the adapters (`nnx.LoR
 value head train and the rest is `frozen`. A frozen `reference` copy of the initial parameters is
 kept when a loss needs reference log-probs (with LoRA the base model, adapters zeroed, is the
 reference and nothing is copied).
+
+Precision (mixed-precision training with master weights, Micikevicius et al. 2018): whatever the
+storage dtype of the loaded model (`ModelConfig.param_dtype`), the trainable parameters of the
+state are float32 masters and the optimizer state is float32, so small updates are not rounded
+away (at lr 1e-6 a bf16 AdamW step changed 1.5% of the weights, an f32 one 96%). Forward and
+backward passes still compute in `ModelConfig.dtype` (every layer casts its weights to it); the
+frozen part (a LoRA base) and the reference copy stay in the storage dtype; the sampler gets the
+masters cast to the storage dtype (`Learner.sampling_params`). Memory per trainable parameter:
+4 B master + 8 B AdamW moments, plus 2 B for the sampler's bf16 copy when the storage dtype is
+bf16 (~14 B, and 2 B per reference parameter), or 12 B in f32 (the sampler then shares the
+masters, no copy).
 """
 
 from __future__ import annotations
@@ -53,12 +64,27 @@ def prepare_model(model: Transformer, lora_config, seed: int) -> Transformer:
     return add_lora(nnx.clone(model), lora_config, nnx.Rngs(seed))
 
 
+def as_masters(params: nnx.State) -> nnx.State:
+    """The trainable parameters as float32 masters (non-float leaves unchanged)."""
+    return jax.tree.map(
+        lambda x: x.astype(jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x, params)
+
+
+def cast_like(params: nnx.State, dtype: jnp.dtype) -> nnx.State:
+    """Float leaves of `params` in `dtype` (the model's storage dtype), the rest unchanged."""
+    return jax.tree.map(
+        lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, params)
+
+
 def new_train_state(params: nnx.State, frozen: nnx.State, optimizer: optax.GradientTransformation,
                     keep_reference: bool, seed: int) -> TrainState:
-    """Initial state (call under jit with output shardings to place it on a mesh)."""
+    """Initial state from the model's trainable `params` (any storage dtype): float32 masters
+    and optimizer state; the reference keeps the storage dtype (call under jit with output
+    shardings to place it on a mesh)."""
     # A separate copy: the state's buffers are donated to each update, the reference must survive.
     reference = jax.tree.map(jnp.copy, params) if keep_reference else None
-    return TrainState(step=jnp.zeros((), jnp.int32), params=params,
-                      opt_state=optimizer.init(params), frozen=frozen, reference=reference,
+    masters = as_masters(params)
+    return TrainState(step=jnp.zeros((), jnp.int32), params=masters,
+                      opt_state=optimizer.init(masters), frozen=frozen, reference=reference,
                       rng=jax.random.key_data(jax.random.key(seed)),
                       skipped=jnp.zeros((), jnp.int32))

@@ -119,3 +119,35 @@ def test_bf16_compute_with_f32_parameters(model):
         losses.append(metrics["loss"])
         assert all(x.dtype == np.float32 for x in jax.tree.leaves(state.params))
     np.testing.assert_allclose(losses[1], losses[0], rtol=2e-2)
+
+
+def test_bf16_stored_models_train_f32_masters():
+    """A model stored in bf16 (a real-model config's `model.dtype`) trains f32 master weights
+    and f32 optimizer state: a tiny lr-1e-6 step moves almost every master weight, which bf16
+    storage would round away; the sampler and the exported model get bf16 again."""
+    import jax.numpy as jnp
+
+    bf16 = tiny_model(seed=3, param_dtype="bfloat16", dtype="bfloat16")
+    learner, state = make_learner(bf16, {"algorithm": "grpo", "loss": {"kl_coef": 0.0},
+                                         "optimizer": {"learning_rate": 1e-6}})
+    floats = [x for x in jax.tree.leaves((state.params, state.opt_state))
+              if jnp.issubdtype(x.dtype, jnp.floating)]
+    assert floats and all(x.dtype == jnp.float32 for x in floats)
+    before = flat_arrays(state.params)
+    state, _ = learner.update(state, rl_batch(seed=1))
+    after = flat_arrays(state.params)
+    changed = sum(int((before[k] != after[k]).sum()) for k in before)
+    assert changed >= 0.9 * sum(v.size for v in before.values())
+    sampled = learner.sampling_params(state)
+    assert all(x.dtype == jnp.bfloat16 for x in jax.tree.leaves(sampled))
+    masters = dict(nnx.to_flat_state(state.params))
+    for key, value in nnx.to_flat_state(sampled):
+        np.testing.assert_array_equal(np.asarray(value.get_value()), np.asarray(
+            masters[key].get_value().astype(jnp.bfloat16)), err_msg=str(key))
+
+
+def test_f32_models_share_the_masters_with_the_sampler(model):
+    learner, state = make_learner(model, {"algorithm": "sft"})
+    sampled = dict(nnx.to_flat_state(learner.sampling_params(state)))
+    for key, value in nnx.to_flat_state(state.params):
+        assert sampled[key].get_value() is value.get_value(), key
