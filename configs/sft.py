@@ -12,6 +12,8 @@ Continual learning over categories, with a rehearsal memory of earlier ones:
 
 import ml_collections
 
+from seetjax.train_config import lora_section
+
 TASK_TYPES = ("tool_selection", "multi_step_planning", "timing_decision", "tool_retrieval")
 
 
@@ -81,6 +83,7 @@ def get_config() -> ml_collections.ConfigDict:
     config.learner.optimizer.final_lr_fraction = 0.1
     config.learner.optimizer.weight_decay = 0.01
     config.learner.optimizer.max_grad_norm = 1.0
+    config.learner.lora = lora_section()  # rank 0: full fine-tuning
 
     config.train = ml_collections.ConfigDict()
     config.train.steps = 300  # updates per stage

@@ -21,6 +21,7 @@ from seetjax.envs.bfcl import SPLITS, BfclEnvConfig
 from seetjax.envs.bfcl_data import CATEGORIES
 from seetjax.learner.config import LearnerConfig, learner_config
 from seetjax.models.hf import LOAD_FIELDS, load_options
+from seetjax.models.lora import ALL_PROJECTIONS
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import RolloutConfig
 from seetjax.sampling import SamplingParams
@@ -41,6 +42,13 @@ def load_config_file(path: str | os.PathLike, *args: Any) -> ml_collections.Conf
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.get_config(*args)
+
+
+def lora_section() -> ml_collections.ConfigDict:
+    """`learner.lora` of run configs: rank 0 = full fine-tuning; targets: comma-separated
+    projection names (seetjax.models.lora.ALL_PROJECTIONS). The run's exported model has the
+    adapters merged into its kernels."""
+    return ml_collections.ConfigDict(dict(rank=0, alpha=16.0, targets=",".join(ALL_PROJECTIONS)))
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -66,6 +74,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.learner = ml_collections.ConfigDict(dict(algorithm="grpo", counterfactual_weight=0.1))
     c.learner.temperature = c.sampling.get_ref("temperature")
     c.learner.optimizer = ml_collections.ConfigDict(dict(learning_rate=1e-6, max_grad_norm=1.0))
+    c.learner.lora = lora_section()
     c.seet = ml_collections.ConfigDict(dict(enabled=True, start_stage=1, single_stage=False,
                                             max_pairs=8))
     c.seet.anchors = ml_collections.ConfigDict(dict(capacity=4, max_age=0))  # 0: no age limit

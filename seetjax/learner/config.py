@@ -204,6 +204,8 @@ def learner_config(spec: Mapping[str, Any]) -> LearnerConfig:
         fields["optimizer"] = build_dataclass(OptimizerConfig, dict(spec.pop("optimizer")))
     lora = dict(spec.pop("lora", {}))
     if lora.get("rank", 0):
+        if isinstance(lora.get("targets"), str):  # "q_proj,v_proj", as run configs give it
+            lora["targets"] = [t.strip() for t in lora["targets"].split(",") if t.strip()]
         fields["lora"] = build_dataclass(LoRAConfig, {k: tuple(v) if k == "targets" else v
                                                       for k, v in lora.items()})
     if "mesh" in spec:

@@ -22,6 +22,7 @@ from jax.sharding import Mesh
 
 from seetjax import sharding
 from seetjax.models.config import ModelConfig, RopeScaling
+from seetjax.models.lora import merge_lora
 from seetjax.models.safetensors_io import SafetensorsReader, write_sharded
 from seetjax.models.transformer import Transformer
 from seetjax.models.transformers_lib import transformers
@@ -147,6 +148,9 @@ def load_hf_checkpoint(path: str | os.PathLike, *, dtype: str = "float32",
     head absent from the directory is freshly initialised from `seed`.
     """
     path = Path(path)
+    if not (path / "config.json").is_file():  # else transformers takes it for a hub repo id
+        what = "no config.json in" if path.is_dir() else "no such directory:"
+        raise FileNotFoundError(f"not a Hugging Face model directory: {what} {path}")
     hf_cfg = transformers.AutoConfig.from_pretrained(path)
     cfg = config_from_hf(hf_cfg, param_dtype=dtype, dtype=compute_dtype or dtype,
                          **config_overrides)
@@ -194,8 +198,11 @@ def save_hf_checkpoint(model: Transformer, path: str | os.PathLike, *, tokenizer
                        dtype: str | None = None, max_shard_bytes: int = 4 << 30) -> Path:
     """Writes `model` (and `tokenizer`, if given) as a directory that
     `transformers.AutoModelForCausalLM.from_pretrained` and `AutoTokenizer.from_pretrained` load.
-    Weights are stored as `dtype` (default: the model's parameter dtype)."""
+    Weights are stored as `dtype` (default: the model's parameter dtype); a model with LoRA
+    adapters is written with them merged (W + (alpha / r) A B, `merge_lora`)."""
     path = Path(path)
+    if nnx.state(model, nnx.LoRAParam):  # adapters folded into the kernels: a plain HF model
+        model = merge_lora(model)
     cfg = model.config
     out_dtype = np.dtype(jax.numpy.dtype(dtype or cfg.param_dtype))
     tensors: dict[str, np.ndarray] = {}

@@ -35,6 +35,8 @@ class LoRAConfig:
     def __post_init__(self):
         if self.rank <= 0:
             raise ValueError(f"LoRAConfig.rank={self.rank}: must be > 0")
+        if self.alpha <= 0:
+            raise ValueError(f"LoRAConfig.alpha={self.alpha}: must be > 0")
         unknown = set(self.targets) - set(ALL_PROJECTIONS)
         if not self.targets or unknown:
             raise ValueError(f"LoRAConfig.targets={self.targets}: must be a non-empty subset of "

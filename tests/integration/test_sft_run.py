@@ -56,3 +56,54 @@ def test_sft_run_with_stages_coreset_replay_and_exact_resume(tmp_path, embedded_
     for before, after in zip(steps[6:], redone):
         for key in ("loss", "grad_norm", "tokens", "data/replayed", "data/fill"):
             assert after[key] == before[key], key
+
+
+@pytest.mark.slow
+def test_a_lora_sft_run_exports_a_model_transformers_loads(tmp_path, embedded_dir):
+    """LoRA from the run config (`learner.lora.*`): the run trains adapters only and its final
+    export has them merged, as a directory transformers loads with our model's logits."""
+    import numpy as np
+    import safetensors.numpy
+    import torch
+    import transformers
+
+    from seetjax.models.hf import load_hf_checkpoint
+
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    flags = ["--config=configs/sft.py", "--config.train.steps=2", "--config.train.log_every=1",
+             "--config.train.checkpoint_every=2", "--config.train.eval_every=0",
+             "--config.data.split=validation", "--config.data.categories=base",
+             "--config.data.seq_len=1024", "--config.data.max_len=1024",
+             "--config.data.batch_size=2", "--config.data.eval_split=",
+             "--config.learner.lora.rank=4", "--config.learner.lora.targets=q_proj,v_proj",
+             "--config.learner.optimizer.learning_rate=0.05"]
+    out = subprocess.run([sys.executable, "launch/sft.py", f"--workdir={tmp_path}", *flags],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    exported = tmp_path / "model"
+    ours = load_hf_checkpoint(exported)
+    base = load_hf_checkpoint(embedded_dir)
+    tokens = np.arange(1, 17)[None]
+    ids, positions, mask = (tokens, np.arange(16)[None], np.ones((1, 16), np.int32))
+    our_logits = np.asarray(ours(ids, positions, mask)[0])
+    assert np.abs(our_logits - np.asarray(base(ids, positions, mask)[0])).max() > 1e-3  # trained
+    hf = transformers.AutoModelForCausalLM.from_pretrained(exported).eval()
+    with torch.no_grad():
+        theirs = hf(input_ids=torch.tensor(ids)).logits.float().numpy()
+    assert np.abs(theirs - our_logits).max() <= 1e-3
+    names = safetensors.numpy.load_file(exported / "model.safetensors")
+    assert names and not any("lora" in n for n in names)  # a plain model: adapters merged
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("rank", -1, "LoRAConfig.rank"), ("alpha", 0.0, "LoRAConfig.alpha"),
+    ("targets", "q_proj,attn", "LoRAConfig.targets")])
+def test_bad_lora_fields_are_named(field, value, message):
+    from seetjax.sft import validate
+    from seetjax.train_config import load_config_file
+
+    config = load_config_file(ROOT / "configs" / "sft.py")
+    config.learner.lora.rank = 4
+    config.learner.lora[field] = value
+    with pytest.raises(ValueError, match=message):
+        validate(config)

@@ -149,3 +149,28 @@ def test_sharded_placement_on_a_mesh(hf_llama_dir, padded_batch):
     with jax.set_mesh(mesh):
         sharded = our_logits(model, tokens, mask)
     assert max_diff_on_tokens(sharded, reference, mask) <= 1e-5
+
+
+def test_a_lora_model_exports_merged_and_transformers_loads_it(hf_qwen2_dir, padded_batch,
+                                                                tmp_path):
+    """A LoRA-trained model (adapters moved off zero) is written with its adapters merged: the
+    directory loads in transformers and gives the adapted model's logits."""
+    from seetjax.models.lora import LoRAConfig, add_lora
+
+    tokens, mask = padded_batch
+    model = add_lora(load_hf_checkpoint(hf_qwen2_dir), LoRAConfig(rank=4, alpha=8.0),
+                     nnx.Rngs(0))
+    graphdef, adapters, rest = nnx.split(model, nnx.LoRAParam, ...)
+    moved = nnx.merge(graphdef, jax.tree.map(lambda x: x + 0.02, adapters), rest)
+    base = our_logits(load_hf_checkpoint(hf_qwen2_dir), tokens, mask)
+    adapted = our_logits(moved, tokens, mask)
+    assert max_diff_on_tokens(adapted, base, mask) > 1e-2  # the adapters matter
+    save_hf_checkpoint(moved, tmp_path)
+    assert max_diff_on_tokens(torch_logits(tmp_path, tokens, mask), adapted, mask) <= 1e-4
+
+
+def test_a_missing_model_directory_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"no such directory: {tmp_path / 'nope'}"):
+        load_hf_checkpoint(tmp_path / "nope")
+    with pytest.raises(FileNotFoundError, match="no config.json in"):
+        load_hf_checkpoint(tmp_path)
