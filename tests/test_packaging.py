@@ -3,6 +3,7 @@ in install_requires, and a machine without torch gets no PyTorch advisory from t
 
 import ast
 import importlib.metadata
+import os
 import re
 import subprocess
 import sys
@@ -60,7 +61,9 @@ def _stderr_of(code: str) -> str:
     """stderr of `code` run where torch cannot be found (as on a bare install)."""
     hide_torch = ("import importlib.util as u; find = u.find_spec; u.find_spec = lambda name, "
                   "*a, **k: None if name.split('.')[0] == 'torch' else find(name, *a, **k); ")
-    out = subprocess.run([sys.executable, "-c", hide_torch + code], cwd=ROOT,
+    # A clean environment: importing seetjax in this test process turned advisories off here.
+    env = {k: v for k, v in os.environ.items() if k != "TRANSFORMERS_NO_ADVISORY_WARNINGS"}
+    out = subprocess.run([sys.executable, "-c", hide_torch + code], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stderr
