@@ -29,6 +29,7 @@ def get_config(size: str = "7b"):
     config.learner.optimizer.learning_rate = 1e-6
     config.learner.counterfactual_weight = 0.1
     config.learner.micro_batches = 16 if size == "7b" else 8
+    config.seet.max_pairs = config.learner.micro_batches  # counterfactual pairs: one per chunk
     config.learner.logprob_chunk = 1024  # LM head in sequence chunks: 152k-token vocabulary
     # FSDP over every device; tensor parallelism is the rules' job for 7B on 80 GB cards.
     config.learner.mesh = dict(data=1, fsdp=-1, tensor=1)
@@ -37,4 +38,6 @@ def get_config(size: str = "7b"):
     config.train.eval_every = 20
     config.train.checkpoint_every = 10
     config.eval.per_category = 0
+    # Native tool calls: bfcl_eval's official decoding reads the python call format only.
+    config.eval.decodings = "lenient"
     return config

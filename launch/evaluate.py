@@ -3,6 +3,7 @@
     python launch/evaluate.py --run=runs/tiny --step=5 --out=runs/tiny/eval_step5
     python launch/evaluate.py --model=/models/Qwen2.5-7B-Instruct --per_category=0 \
         --prompt_style=native --dtype=bfloat16
+    python launch/evaluate.py --run=runs/tiny --decoding=lenient,official   # + bfcl_eval's decoding
 
 With --run, the model is the run's checkpoint (the latest, or --step) and the prompts, token limits
 and environment are the run's own; with --model they come from the flags. Greedy by default;
@@ -19,9 +20,17 @@ from absl import app, flags
 from flax import nnx
 
 from seetjax.cache import enable_compilation_cache
-from seetjax.envs.bfcl import SPLITS, BfclEnvConfig, load_split
+from seetjax.envs.bfcl import DECODINGS, SPLITS, BfclEnvConfig, load_split
 from seetjax.envs.bfcl_data import CATEGORIES
-from seetjax.eval.evaluate import evaluate_tasks, markdown, write_reports
+from seetjax.eval.evaluate import (
+    EVAL_STAGE,
+    evaluate_tasks,
+    markdown,
+    redecode,
+    report,
+    split_label,
+    write_reports,
+)
 from seetjax.models.embedded import embedded_model_dir
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
@@ -46,12 +55,26 @@ _TEMPERATURE = flags.DEFINE_float("temperature", 0.0, "0 = greedy.")
 _DTYPE = flags.DEFINE_string("dtype", "float32", "Parameter and compute dtype.")
 _MAX_REPLY = flags.DEFINE_integer("max_reply_tokens", 256, "Tokens per reply.")
 _MAX_EPISODE = flags.DEFINE_integer("max_episode_tokens", 8192, "Tokens per episode.")
+_DECODINGS = flags.DEFINE_list(
+    "decoding", ["lenient"],
+    "How replies are read, a list run one after the other: lenient (our parser: positional "
+    "arguments named, code fences read) and/or official (bfcl_eval's own multi-turn decoding, "
+    "for numbers comparable with the leaderboard; python call format only). Rows of "
+    "official are labelled '<split> (official)'. Greedy, the episodes of the first are "
+    "reused under the others where every reply reads the same.")
 
 # Checked when the flags are parsed: a bad value fails before any model loads, with its flag named.
 flags.register_validator("splits", lambda v: bool(v) and set(v) <= set(SPLITS),
                          f"--splits: a comma-separated list of {', '.join(SPLITS)}")
 flags.register_validator("categories", lambda v: bool(v) and set(v) <= set(CATEGORIES),
                          f"--categories: a comma-separated list of {', '.join(CATEGORIES)}")
+flags.register_validator("decoding", lambda v: bool(v) and set(v) <= set(DECODINGS)
+                         and len(set(v)) == len(v),
+                         f"--decoding: a comma-separated list of distinct {', '.join(DECODINGS)}")
+flags.register_multi_flags_validator(
+    ["decoding", "prompt_style", "run"],
+    lambda f: f["run"] or "official" not in f["decoding"] or f["prompt_style"] != "native",
+    "--decoding=official reads BFCL's python call format: use --prompt_style=bfcl or compact")
 flags.register_validator("per_category", lambda v: v >= 0, "--per_category must be >= 0 (0: all)")
 flags.register_validator("compact_description_chars", lambda v: v >= 0,
                          "--compact_description_chars must be >= 0")
@@ -93,14 +116,29 @@ def main(argv):
                                      max_episode_tokens=_MAX_EPISODE.value)
         rollout_config = RolloutConfig(group_size=1, env=env, limits=limits)
     sampler = Sampler(model, pad_id=tokenizer.pad_id)
-    rollout = Rollout(tokenizer, rollout_config)
+    decodings = _DECODINGS.value
+    rollouts = {d: Rollout(tokenizer, dataclasses.replace(
+        rollout_config, env=dataclasses.replace(rollout_config.env, decoding=d)))
+        for d in decodings}
+
+    def policy() -> SamplerPolicy:
+        return SamplerPolicy(sampler, nnx.state(model),
+                             SamplingParams(temperature=_TEMPERATURE.value),
+                             tokenizer.stop_ids, jax.random.key(0))
+
     reports = []
     for split in _SPLITS.value:
-        policy = SamplerPolicy(sampler, nnx.state(model),
-                               SamplingParams(temperature=_TEMPERATURE.value),
-                               tokenizer.stop_ids, jax.random.key(0))
         tasks = load_split(split, _CATEGORIES.value, _PER_CATEGORY.value or None)
-        reports.append(evaluate_tasks(rollout, policy, tasks, split))
+        first = rollouts[decodings[0]]
+        played = first.episodes(tasks, EVAL_STAGE, progress=1.0, seed=0)
+        first.play(played, policy())
+        reports.append(report(split_label(split, decodings[0]), played))
+        for decoding in decodings[1:]:
+            label = split_label(split, decoding)
+            if _TEMPERATURE.value == 0:  # greedy: episodes that read the same are reused
+                reports.append(redecode(rollouts[decoding], policy(), played, label))
+            else:
+                reports.append(evaluate_tasks(rollouts[decoding], policy(), tasks, label))
     write_reports(reports, str(out))
     print(markdown(reports))
 

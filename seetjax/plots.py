@@ -20,6 +20,7 @@ PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("format validity", ("rollout/format_validity", "eval/train_format_validity",
                          "eval/untrained_format_validity")),
     ("BFCL overall (greedy eval)", ("eval/bfcl_train_overall", "eval/bfcl_test_overall",
+                                    "eval/bfcl_test_official_overall",
                                     "eval/untrained_bfcl_train_overall",
                                     "eval/untrained_bfcl_test_overall")),
     ("retries and hints per episode", ("rollout/retries", "rollout/hints",

@@ -37,7 +37,13 @@ from seetjax.learner import create_learner, learner_config
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.metrics import MetricsWriter
 from seetjax.models.embedded import embedded_model_dir
-from seetjax.models.hf import load_hf_checkpoint, load_options, save_hf_checkpoint
+from seetjax.models.hf import (
+    load_hf_checkpoint,
+    load_options,
+    save_hf_checkpoint,
+    save_lora_adapter,
+)
+from seetjax.models.lora import has_lora
 from seetjax.models.tokenizer import Tokenizer
 
 
@@ -175,8 +181,11 @@ class SFTRun:
         self.checkpoints.wait()
         self.checkpoints.close()
         if self.config.train.save_model:  # every process: it gathers shards, process 0 writes
-            save_hf_checkpoint(self.learner.model(self.state), self.workdir / "model",
-                               tokenizer=self.tokenizer)
+            model = self.learner.model(self.state)
+            save_hf_checkpoint(model, self.workdir / "model", tokenizer=self.tokenizer)
+            if has_lora(model):  # adapters merged above; alone here, for PEFT
+                save_lora_adapter(model, self.workdir / "adapter",
+                                  base_model_name_or_path=self.config.model.path or None)
         return metrics
 
     def _train_stage(self, k: int, writer: MetricsWriter) -> dict[str, float]:

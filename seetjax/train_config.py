@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import ml_collections
 
-from seetjax.envs.bfcl import SPLITS, BfclEnvConfig
+from seetjax.envs.bfcl import DECODINGS, SPLITS, BfclEnvConfig
 from seetjax.envs.bfcl_data import CATEGORIES
 from seetjax.learner.config import LearnerConfig, learner_config
 from seetjax.models.hf import LOAD_FIELDS, load_options
@@ -45,10 +45,13 @@ def load_config_file(path: str | os.PathLike, *args: Any) -> ml_collections.Conf
 
 
 def lora_section() -> ml_collections.ConfigDict:
-    """`learner.lora` of run configs: rank 0 = full fine-tuning; targets: comma-separated
-    projection names (seetjax.models.lora.ALL_PROJECTIONS). The run's exported model has the
-    adapters merged into its kernels."""
-    return ml_collections.ConfigDict(dict(rank=0, alpha=16.0, targets=",".join(ALL_PROJECTIONS)))
+    """`learner.lora` of run configs (seetjax.models.lora.LoRAConfig): rank 0 = full fine-tuning;
+    alpha: the update is scaled by alpha / rank; targets: comma-separated projection names
+    (seetjax.models.lora.ALL_PROJECTIONS); dropout: must stay 0 (adapter dropout is not
+    implemented). The run's exported model (workdir/model) has the adapters merged into its
+    kernels; workdir/adapter holds them alone, in PEFT's layout."""
+    return ml_collections.ConfigDict(dict(rank=0, alpha=16.0, targets=",".join(ALL_PROJECTIONS),
+                                          dropout=0.0))
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -86,7 +89,10 @@ def default_config() -> ml_collections.ConfigDict:
         c.seet[f"stage{stage.stage}"] = ml_collections.ConfigDict(fields)
     c.train = ml_collections.ConfigDict(dict(steps=100, eval_every=0, checkpoint_every=10,
                                              keep_checkpoints=2))
-    c.eval = ml_collections.ConfigDict(dict(splits="train,test", per_category=0))
+    # decodings: how evaluation reads replies, each split reported under each (labelled):
+    # lenient (ours) and official (bfcl_eval's own, python call format only).
+    c.eval = ml_collections.ConfigDict(dict(splits="train,test", per_category=0,
+                                            decodings="lenient,official"))
     return c
 
 
@@ -102,6 +108,7 @@ class Plan:
     eval_rollout: RolloutConfig
     categories: tuple[str, ...]
     eval_splits: tuple[str, ...]
+    eval_decodings: tuple[str, ...]
     seet: bool  # False: plain RL, no SEET mechanics (one standard stage, no counterfactual)
     max_pairs: int  # counterfactual pairs per process per step (0: none)
 
@@ -152,6 +159,12 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     rollout = as_dataclass(RolloutConfig, config.rollout.to_dict(), "rollout", env=env,
                            limits=limits)
     eval_rollout = dataclasses.replace(rollout, group_size=1)
+    eval_decodings = tuple(d.strip() for d in config.eval.decodings.split(",") if d.strip())
+    if not eval_decodings or len(set(eval_decodings)) < len(eval_decodings):
+        raise ValueError(f"config.eval.decodings={config.eval.decodings!r}: a comma-separated "
+                         f"list of distinct decodings, from {DECODINGS}")
+    for d in eval_decodings:
+        field("eval.decodings", lambda d=d: dataclasses.replace(env, decoding=d))
     sampling = as_dataclass(SamplingParams, config.sampling.to_dict(), "sampling")
     if sampling.temperature != learner.temperature:
         raise ValueError(f"config.sampling.temperature={sampling.temperature} differs from "
@@ -177,7 +190,7 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
         from seetjax.sft import validate as validate_sft  # the SFT data side, only when used
         field("sft.run", lambda: validate_sft(config.sft.run))
     return Plan(stages, transitions, learner, rollout, sampling, eval_rollout,
-                categories, eval_splits, seet, max_pairs)
+                categories, eval_splits, eval_decodings, seet, max_pairs)
 
 
 def _check_importance_ratios(config: ml_collections.ConfigDict, sampling: SamplingParams,

@@ -12,6 +12,7 @@ i mod P, so a process's anchor pool always covers the tasks it sees).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -34,7 +35,13 @@ from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.metrics import MetricsWriter
 from seetjax.models.embedded import embedded_model_dir
-from seetjax.models.hf import load_hf_checkpoint, load_options, save_hf_checkpoint
+from seetjax.models.hf import (
+    load_hf_checkpoint,
+    load_options,
+    save_hf_checkpoint,
+    save_lora_adapter,
+)
+from seetjax.models.lora import has_lora
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.models.transformer import Transformer
 from seetjax.plots import plot_curves, read_metrics
@@ -79,7 +86,13 @@ class TrainRun:
                                                       self.config.eval.per_category or None))
                             for s in self.plan.eval_splits}
         # SFT keeps the tokenizer: one evaluation rollout serves every milestone.
-        self._eval = Rollout(Tokenizer.from_pretrained(base), self.plan.eval_rollout)
+        tokenizer = Tokenizer.from_pretrained(base)
+        self._eval = Rollout(tokenizer, self.plan.eval_rollout)
+        env = self.plan.eval_rollout.env
+        self._decodings = {d: self._eval if d == env.decoding else Rollout(
+            tokenizer, dataclasses.replace(self.plan.eval_rollout,
+                                           env=dataclasses.replace(env, decoding=d)))
+            for d in self.plan.eval_decodings}
         self._check_prompts_fit()
         untrained = self._milestone("untrained", lambda: self._untrained_policy(base))
         self._setup(self._warm_up(base))
@@ -272,7 +285,8 @@ class TrainRun:
 
     def _evaluate(self, name: str, policy: SamplerPolicy,
                   split_tasks: dict[str, list[BfclTask]]) -> Milestone:
-        return evaluate_milestone(name, self._eval, policy, self.tasks, split_tasks)
+        return evaluate_milestone(name, self._eval, policy, self.tasks, split_tasks,
+                                  self._decodings)
 
     def _finish(self, milestones: tuple[Milestone, Milestone], seconds: float) -> dict[str, Any]:
         """The after-RL evaluation, model export, summary.json, report.md and curves.png."""
@@ -280,8 +294,11 @@ class TrainRun:
         milestones = (*milestones, final)
         self.writer.write(self.step, final.metrics())
         self.writer.flush()
-        save_hf_checkpoint(self.learner.model(self.state), self.workdir / "model",
-                           tokenizer=self.tokenizer)
+        model = self.learner.model(self.state)
+        save_hf_checkpoint(model, self.workdir / "model", tokenizer=self.tokenizer)
+        if has_lora(model):  # adapters merged above; alone here, for PEFT
+            save_lora_adapter(model, self.workdir / "adapter",
+                              base_model_name_or_path=self.config.model.path or None)
         summary = {"evals": {m.name: m.to_json() for m in milestones}, "seconds": seconds}
         if jax.process_index() == 0:
             (self.workdir / "evals" / "after_rl.json").write_text(json.dumps(final.to_json()))

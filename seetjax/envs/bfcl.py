@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,8 @@ from seetjax.eval.bfcl_checker import FORCE_TERMINATED, EntryResult, TurnChecker
 from seetjax.tools import prompts
 from seetjax.tools.calls import MAX_MESSAGE_CHARS, ParseError, ToolCall, parse_tool_calls
 from seetjax.tools.executor import ExecutionResult
+from seetjax.tools.official import decode_official
+from seetjax.tools.schema import ToolSchema
 
 SPLIT_SALT = "seetjax-bfcl-multi-turn-v1"
 SPLITS = ("train", "validation", "test", "train_full", "all")
@@ -57,6 +59,8 @@ def load_split(split: str, categories: Iterable[str] = CATEGORIES,
 
 # The call format each prompt style teaches (compact prompts can teach either); "auto" reads any
 # format, for evaluating models that answer in a format of their own.
+# How messages are read: our lenient parser, or bfcl_eval's own decoding (`seetjax.tools.official`).
+DECODINGS = ("lenient", "official")
 _CALL_FORMATS = {"bfcl": ("python", "auto"), "native": ("hermes", "auto"),
                  "compact": ("python", "hermes", "auto")}
 
@@ -75,6 +79,9 @@ class BfclEnvConfig:
     enforce_held_out: held-out miss_func tools cannot be called before the turn that reveals them.
       bfcl_eval only leaves them out of the docs; its ground truth of miss_func_49 calls the
       held-out `tail` two turns before revealing it, so that entry cannot pass with this on.
+    decoding: "lenient" (`parse_tool_calls`: positional arguments named through the schema, code
+      fences read) or "official" (`decode_official`: bfcl_eval's own multi-turn decoding, for
+      numbers comparable with the leaderboard; python call format only).
     """
 
     prompt_style: str = "bfcl"
@@ -85,6 +92,7 @@ class BfclEnvConfig:
     enforce_held_out: bool = True
     max_message_chars: int = MAX_MESSAGE_CHARS
     compact_description_chars: int = 80
+    decoding: str = "lenient"
 
     def __post_init__(self):
         if self.prompt_style not in _CALL_FORMATS:
@@ -96,10 +104,22 @@ class BfclEnvConfig:
                              f"{self.call_format!r}")
         if self.max_steps_per_turn < 1:
             raise ValueError("max_steps_per_turn must be at least 1")
+        if self.decoding not in DECODINGS:
+            raise ValueError(f"unknown decoding {self.decoding!r}; one of {DECODINGS}")
+        if self.decoding == "official" and self.resolved_call_format != "python":
+            raise ValueError("decoding 'official' reads BFCL's python call format, not "
+                             f"{self.resolved_call_format!r} (prompt_style {self.prompt_style!r})")
 
     @property
     def resolved_call_format(self) -> str:
         return self.call_format or _CALL_FORMATS[self.prompt_style][0]
+
+    def parse_calls(self, text: str, schemas: Mapping[str, ToolSchema] | None = None
+                    ) -> list[ToolCall] | ParseError:
+        """The calls of one assistant message, read as `decoding` says."""
+        if self.decoding == "official":
+            return decode_official(text, schemas, self.max_message_chars)
+        return parse_tool_calls(text, self.resolved_call_format, schemas, self.max_message_chars)
 
 
 class BfclEnv:
@@ -142,8 +162,7 @@ class BfclEnv:
             raise RuntimeError("the episode is over: call reset(task) to start another")
         self._require_task()
         self.history.append({"role": "assistant", "content": assistant_text})
-        parsed = parse_tool_calls(assistant_text, self.config.resolved_call_format,
-                                  self.executor.schemas, self.config.max_message_chars)
+        parsed = self.config.parse_calls(assistant_text, self.executor.schemas)
         if isinstance(parsed, ParseError):
             if (self.config.format_error_ends_turn if format_error_ends_turn is None
                     else format_error_ends_turn):

@@ -12,12 +12,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from seetjax.envs.bfcl import BfclEnvConfig
 from seetjax.envs.bfcl_data import CATEGORIES, BfclTask
 from seetjax.eval.agent_metrics import AgentMetrics, agent_metrics
 from seetjax.eval.bfcl_checker import BfclReport, EntryResult, entry_result, summarize
 from seetjax.rollout.episode import Episode
 from seetjax.rollout.loop import Policy, Rollout
 from seetjax.seet.config import StageConfig
+from seetjax.tools.calls import ParseError
 
 # BFCL's own conditions: raw API errors, no retries, no marker, nothing intercepted. Every
 # evaluation uses it, so runs of any configuration (SEET or not) are scored alike.
@@ -48,6 +50,43 @@ def evaluate_tasks(rollout: Rollout, policy: Policy, tasks: Sequence[BfclTask], 
     episodes = rollout.episodes(tasks, stage, progress=1.0, seed=0)
     rollout.play(episodes, policy)
     return report(split, episodes)
+
+
+def split_label(split: str, decoding: str) -> str:
+    """A report row's name: the split, with its decoding unless it is the default (lenient):
+    "test", "test (official)"."""
+    return split if decoding == "lenient" else f"{split} ({decoding})"
+
+
+def reads_the_same(episode: Episode, config: BfclEnvConfig) -> bool:
+    """Whether every reply of a finished episode reads to the same calls under `config`'s
+    decoding as under its own (neither a format error): played greedily under `config`, the
+    episode would then be the same episode, reply for reply."""
+    if episode.error is not None:
+        return False
+    schemas = episode.env.executor.schemas
+    for message in episode.env.history:
+        if message["role"] != "assistant":
+            continue
+        ours = episode.env.config.parse_calls(message["content"], schemas)
+        theirs = config.parse_calls(message["content"], schemas)
+        if isinstance(ours, ParseError) or isinstance(theirs, ParseError) or ours != theirs:
+            return False
+    return True
+
+
+def redecode(rollout: Rollout, policy: Policy, episodes: Sequence[Episode],
+             split: str) -> SplitReport:
+    """The report of `episodes`' tasks under `rollout`'s decoding, for a greedy `policy`: an
+    episode that `reads_the_same` is reused, the others are played again."""
+    again = [i for i, e in enumerate(episodes) if not reads_the_same(e, rollout.config.env)]
+    replayed = rollout.episodes([episodes[i].task for i in again], EVAL_STAGE, progress=1.0,
+                                seed=0)
+    rollout.play(replayed, policy)
+    merged = list(episodes)
+    for i, episode in zip(again, replayed):
+        merged[i] = episode
+    return report(split, merged)
 
 
 def report(split: str, episodes: Sequence[Episode]) -> SplitReport:

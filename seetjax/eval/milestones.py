@@ -11,11 +11,12 @@ training tasks reuses their episodes (greedy decoding makes them the same episod
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from seetjax.envs.bfcl_data import BfclTask
-from seetjax.eval.evaluate import EVAL_STAGE, evaluate_tasks, report
+from seetjax.eval.evaluate import EVAL_STAGE, redecode, report, split_label
 from seetjax.rollout.loop import Policy, Rollout, RolloutResult
 from seetjax.train_sync import mean_over_processes
 
@@ -50,25 +51,40 @@ class Milestone:
         prefix = "eval/untrained_" if self.name == "untrained" else "eval/"
         out = {f"{prefix}{'' if self.name == 'untrained' else 'train_'}{k}": v
                for k, v in self.tasks.items()}
-        out.update({f"{prefix}bfcl_{split}_overall": r["overall"]
+        out.update({f"{prefix}bfcl_{metric_name(split)}_overall": r["overall"]
                     for split, r in self.splits.items()})
         return out
 
 
+def metric_name(label: str) -> str:
+    """A report label as a metric-name part: "test (official)" -> "test_official"."""
+    return "_".join(re.findall(r"\w+", label))
+
+
 def evaluate_milestone(name: str, rollout: Rollout, policy: Policy,
                        train_tasks: Sequence[BfclTask],
-                       split_tasks: Mapping[str, Sequence[BfclTask]]) -> Milestone:
+                       split_tasks: Mapping[str, Sequence[BfclTask]],
+                       decodings: Mapping[str, Rollout] | None = None) -> Milestone:
     """One greedy episode per training task and per task of each split (`rollout`'s group size
-    should be 1; the policy decides the decoding)."""
+    should be 1; the policy decides the decoding). With `decodings` (decoding -> a rollout that
+    reads replies that way), each split is reported under each of them, labelled (`split_label`):
+    episodes played under `rollout`'s decoding are reused where they read the same (`redecode`)."""
     episodes = rollout.episodes(train_tasks, EVAL_STAGE, progress=1.0, seed=0)
     rollout.play(episodes, policy)
     stats = RolloutResult(episodes, [], {}).stats()
+    own = rollout.config.env.decoding
+    decodings = decodings or {own: rollout}
     splits = {}
     for split, tasks in split_tasks.items():
         if [t.id for t in tasks] == [t.id for t in train_tasks]:
-            splits[split] = report(split, episodes).to_json()
+            played = episodes
         else:
-            splits[split] = evaluate_tasks(rollout, policy, tasks, split).to_json()
+            played = rollout.episodes(tasks, EVAL_STAGE, progress=1.0, seed=0)
+            rollout.play(played, policy)
+        for decoding, other in decodings.items():
+            label = split_label(split, decoding)
+            splits[label] = (report(label, played) if decoding == own
+                             else redecode(other, policy, played, label)).to_json()
     return Milestone(name, mean_over_processes({k: stats[k] for k in TASK_METRICS}), splits)
 
 

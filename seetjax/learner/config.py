@@ -203,11 +203,13 @@ def learner_config(spec: Mapping[str, Any]) -> LearnerConfig:
     if "optimizer" in spec:
         fields["optimizer"] = build_dataclass(OptimizerConfig, dict(spec.pop("optimizer")))
     lora = dict(spec.pop("lora", {}))
+    if isinstance(lora.get("targets"), str):  # "q_proj,v_proj", as run configs give it
+        lora["targets"] = [t.strip() for t in lora["targets"].split(",") if t.strip()]
+    lora = {k: tuple(v) if k == "targets" else v for k, v in lora.items()}
     if lora.get("rank", 0):
-        if isinstance(lora.get("targets"), str):  # "q_proj,v_proj", as run configs give it
-            lora["targets"] = [t.strip() for t in lora["targets"].split(",") if t.strip()]
-        fields["lora"] = build_dataclass(LoRAConfig, {k: tuple(v) if k == "targets" else v
-                                                      for k, v in lora.items()})
+        fields["lora"] = build_dataclass(LoRAConfig, lora)
+    elif lora:  # rank 0: LoRA off, but a bad alpha/dropout/targets still fails, named
+        build_dataclass(LoRAConfig, {**lora, "rank": 1})
     if "mesh" in spec:
         mesh = dict(spec.pop("mesh"))
         fields["mesh"] = (mesh.pop("data", -1), mesh.pop("fsdp", 1), mesh.pop("tensor", 1))

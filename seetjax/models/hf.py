@@ -8,6 +8,7 @@ value head, which HF causal-LM classes do not have, is kept beside them in `valu
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Mapping
@@ -22,7 +23,7 @@ from jax.sharding import Mesh
 
 from seetjax import sharding
 from seetjax.models.config import ModelConfig, RopeScaling
-from seetjax.models.lora import merge_lora
+from seetjax.models.lora import has_lora, lora_layers, merge_lora
 from seetjax.models.safetensors_io import SafetensorsReader, write_sharded
 from seetjax.models.transformer import Transformer
 from seetjax.models.transformers_lib import transformers
@@ -201,7 +202,7 @@ def save_hf_checkpoint(model: Transformer, path: str | os.PathLike, *, tokenizer
     Weights are stored as `dtype` (default: the model's parameter dtype); a model with LoRA
     adapters is written with them merged (W + (alpha / r) A B, `merge_lora`)."""
     path = Path(path)
-    if nnx.state(model, nnx.LoRAParam):  # adapters folded into the kernels: a plain HF model
+    if has_lora(model):  # adapters folded into the kernels: a plain HF model
         model = merge_lora(model)
     cfg = model.config
     out_dtype = np.dtype(jax.numpy.dtype(dtype or cfg.param_dtype))
@@ -222,6 +223,53 @@ def save_hf_checkpoint(model: Transformer, path: str | os.PathLike, *, tokenizer
         safetensors.numpy.save_file(value_head, path / VALUE_HEAD_FILE)
     if tokenizer is not None:
         tokenizer.save_pretrained(path)
+    return path
+
+
+ADAPTER_CONFIG_FILE = "adapter_config.json"
+ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
+
+
+def save_lora_adapter(model: Transformer, path: str | os.PathLike, *, dtype: str | None = None,
+                      base_model_name_or_path: str | None = None) -> Path:
+    """Writes the LoRA adapters of `model` alone, in PEFT's layout: `adapter_config.json` and
+    `adapter_model.safetensors` with `base_model.model.<module>.lora_A.weight` [r, in] and
+    `lora_B.weight` [out, r] (torch Linear layout: our A [in, r] and B [r, out] transposed), so
+    that PEFT's W + (lora_alpha / r) B A equals the kernel `save_hf_checkpoint` merges. Weights are
+    stored as `dtype` (default: the model's parameter dtype)."""
+    layers = list(lora_layers(model))
+    if not layers:
+        raise ValueError("save_lora_adapter: the model has no LoRA adapters")
+    out_dtype = np.dtype(jax.numpy.dtype(dtype or model.config.param_dtype))
+    tensors: dict[str, np.ndarray] = {}
+    ranks, alphas, targets = set(), set(), set()
+    for module_path, layer in layers:
+        weight_name, _ = hf_name((*module_path, "kernel"))
+        module = f"base_model.model.{weight_name.removesuffix('.weight')}"
+        a = np.asarray(_gather(layer.lora_a.get_value()))
+        b = np.asarray(_gather(layer.lora_b.get_value()))
+        tensors[f"{module}.lora_A.weight"] = np.ascontiguousarray(a.T.astype(out_dtype))
+        tensors[f"{module}.lora_B.weight"] = np.ascontiguousarray(b.T.astype(out_dtype))
+        ranks.add(a.shape[1])
+        alphas.add(round(float(layer.scale) * a.shape[1], 6))
+        targets.add(str(module_path[-1]))
+    if len(ranks) != 1 or len(alphas) != 1:
+        raise ValueError(f"save_lora_adapter: adapters of several ranks {sorted(ranks)} or "
+                         f"alphas {sorted(alphas)}; PEFT's config holds one of each")
+    path = Path(path)
+    if jax.process_index() != 0:
+        return path
+    path.mkdir(parents=True, exist_ok=True)
+    alpha = alphas.pop()
+    config = {
+        "peft_type": "LORA", "task_type": "CAUSAL_LM", "r": ranks.pop(),
+        "lora_alpha": int(alpha) if alpha.is_integer() else alpha, "lora_dropout": 0.0,
+        "target_modules": sorted(targets), "bias": "none", "fan_in_fan_out": False,
+        "use_rslora": False, "use_dora": False, "modules_to_save": None,
+        "init_lora_weights": True, "inference_mode": True,
+        "base_model_name_or_path": base_model_name_or_path}
+    (path / ADAPTER_CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+    safetensors.numpy.save_file(tensors, path / ADAPTER_WEIGHTS_FILE, metadata={"format": "pt"})
     return path
 
 

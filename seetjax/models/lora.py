@@ -6,7 +6,8 @@ A [in, r] (random) and B [r, out] (zeros): y = x W + b + (alpha / r) (x A) B. Th
 unchanged until B moves. Split with `nnx.split(model, nnx.LoRAParam, ...)`, the adapters are a
 state of their own: the learner trains (and keeps optimizer moments for) them alone, and the
 frozen base with the adapters zeroed is the reference policy. `merge_lora` folds them back into
-plain kernels, e.g. before `save_hf_checkpoint`.
+plain kernels; `save_hf_checkpoint` does so (and `save_lora_adapter` writes the adapters
+alone, in PEFT's layout).
 """
 
 from __future__ import annotations
@@ -26,17 +27,24 @@ ALL_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj
 @dataclasses.dataclass(frozen=True)
 class LoRAConfig:
     """rank: r; alpha: the scale numerator (update scaled by alpha / r); targets: attribute names
-    of the Dense layers to adapt."""
+    of the Dense layers to adapt; dropout: adapter-input dropout, which `LoRADense` does not
+    implement: only 0 is accepted."""
 
     rank: int = 8
     alpha: float = 16.0
     targets: tuple[str, ...] = ALL_PROJECTIONS
+    dropout: float = 0.0
 
     def __post_init__(self):
-        if self.rank <= 0:
-            raise ValueError(f"LoRAConfig.rank={self.rank}: must be > 0")
+        if self.rank <= 0 or int(self.rank) != self.rank:
+            raise ValueError(f"LoRAConfig.rank={self.rank!r}: must be an integer > 0")
         if self.alpha <= 0:
             raise ValueError(f"LoRAConfig.alpha={self.alpha}: must be > 0")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"LoRAConfig.dropout={self.dropout}: must be in [0, 1)")
+        if self.dropout:
+            raise ValueError(f"LoRAConfig.dropout={self.dropout}: LoRA dropout is not "
+                             "implemented (the adapters see their input undropped); set it to 0")
         unknown = set(self.targets) - set(ALL_PROJECTIONS)
         if not self.targets or unknown:
             raise ValueError(f"LoRAConfig.targets={self.targets}: must be a non-empty subset of "
@@ -84,9 +92,28 @@ def add_lora(model: Transformer, config: LoRAConfig, rngs: nnx.Rngs) -> Transfor
     return model
 
 
+def lora_layers(model: Transformer):
+    """(state path, LoRADense) of every adapted layer of `model`, in state order."""
+    for path, module in nnx.iter_modules(model):
+        if isinstance(module, LoRADense):
+            yield tuple(path), module
+
+
+def has_lora(model: Transformer) -> bool:
+    return any(True for _ in lora_layers(model))
+
+
+def lora_delta(layer: LoRADense) -> jax.Array:
+    """(alpha / r) A B in float32, the kernel-layout [in, out] update that `LoRADense.__call__`
+    adds: x W + scale (x A) B = x (W + scale A B)."""
+    a = layer.lora_a[...].astype(jnp.float32)
+    b = layer.lora_b[...].astype(jnp.float32)
+    return layer.scale * jnp.dot(a, b, precision=jax.lax.Precision.HIGHEST)
+
+
 def merge_lora(model: Transformer) -> Transformer:
-    """A plain Transformer (no adapters) whose kernels are W + (alpha / r) A B; `model` is left
-    untouched."""
+    """A plain Transformer (no adapters) whose kernels are W + (alpha / r) A B (summed in float32,
+    stored in the model's parameter dtype); `model` is left untouched."""
     graphdef, plain = nnx.split(nnx.eval_shape(lambda: Transformer(model.config,
                                                                     rngs=nnx.Rngs(0))))
     source = dict(nnx.to_flat_state(nnx.state(model)))
@@ -96,7 +123,7 @@ def merge_lora(model: Transformer) -> Transformer:
         layer = functools.reduce(lambda m, k: m[k] if isinstance(k, int) else getattr(m, k),
                                  path[:-1], model)
         if path[-1] == "kernel" and isinstance(layer, LoRADense):
-            delta = layer.scale * (layer.lora_a[...] @ layer.lora_b[...])
-            value = (value + delta).astype(value.dtype)
+            storage = var.get_value().dtype  # the config's parameter dtype
+            value = (value.astype(jnp.float32) + lora_delta(layer)).astype(storage)
         merged.append((path, var.replace(value)))
     return nnx.merge(graphdef, nnx.from_flat_state(merged))

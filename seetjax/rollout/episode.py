@@ -30,7 +30,7 @@ from seetjax.seet.curriculum import grant_retry
 from seetjax.seet.hints import step_hint
 from seetjax.seet.interception import intercept
 from seetjax.seet.records import StepView
-from seetjax.tools.calls import ParseError, ToolCall, parse_tool_calls
+from seetjax.tools.calls import ParseError, ToolCall
 from seetjax.tools.executor import ExecutionErrorKind
 
 logger = logging.getLogger(__name__)
@@ -134,8 +134,7 @@ class Episode:
         stopped = completion.finish_reason == "stop"
         first = len(self.conversation.segments)
         text = self.conversation.add_reply(completion.tokens, completion.logprobs, stopped)
-        parsed = parse_tool_calls(text, self.call_format, self.env.executor.schemas,
-                                  self.env.config.max_message_chars)
+        parsed = self.env.config.parse_calls(text, self.env.executor.schemas)
         calls = [] if isinstance(parsed, ParseError) else list(parsed)
         view = StepView(first, tuple(completion.tokens), tuple(calls),
                         well_formed=stopped and not isinstance(parsed, ParseError))

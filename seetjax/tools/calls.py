@@ -4,9 +4,9 @@ Formats: ``python``, BFCL's prompting format ``[f(a=1), g(b='x')]`` (a single ``
 ``hermes``, Hermes/Qwen ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks, any
 number per message, text around them allowed; ``json``, an object ``{"name": ..., "arguments":
 {...}}`` or a list of them. Values are literals only: Python text is read with `ast.parse` and
-every node is checked to be a literal (string, number, bool, None, list, tuple, dict); nothing is
-evaluated. Positional arguments get their parameter names from the tool's schema (BFCL's own
-decoder drops them).
+every node is checked to be a literal (string, number, bool, None, list, tuple, dict; a tuple
+stays a tuple); nothing is evaluated. Positional arguments get their parameter names from the
+tool's schema (BFCL's own decoder drops them; `seetjax.tools.official` decodes as BFCL does).
 
 Parsers never raise on bad model text: they return a `ParseError` that says what is wrong and where.
 A message that does not attempt a call at all (plain prose) parses to an empty list: the turn ends.
@@ -252,7 +252,10 @@ def _literal(node: ast.AST, source: str, depth: int) -> Any:
             raise _Reject(f"a value with {items} items (limit {MAX_CONTAINER_ITEMS})",
                           _node_offset(source, node))
     if isinstance(node, (ast.List, ast.Tuple)):
-        return [_literal(e, source, depth + 1) for e in node.elts]
+        # A tuple stays a tuple, as bfcl_eval's decoder keeps it: a tool that stores it has a
+        # state that differs from one storing the list (its state check compares with `!=`).
+        items = [_literal(e, source, depth + 1) for e in node.elts]
+        return tuple(items) if isinstance(node, ast.Tuple) else items
     if isinstance(node, ast.Dict):
         out = {}
         for k, v in zip(node.keys, node.values):

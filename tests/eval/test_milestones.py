@@ -3,8 +3,8 @@
 import functools
 import itertools
 
-from seetjax.envs.bfcl import load_split
-from seetjax.eval.evaluate import evaluate_tasks, markdown
+from seetjax.envs.bfcl import BfclEnvConfig, load_split
+from seetjax.eval.evaluate import EVAL_STAGE, evaluate_tasks, markdown, redecode
 from seetjax.eval.milestones import Milestone, evaluate_milestone, milestone_table
 from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
 
@@ -39,6 +39,50 @@ def test_a_split_of_the_training_tasks_reuses_their_episodes(tokenizer):
                                split).to_json()
         assert milestone.splits[split] == alone, split
     assert Milestone.from_json(milestone.to_json()) == milestone
+
+
+class PositionalPolicy(ScriptedPolicy):
+    """Per task (its prompt decides, whatever its row): `ls` with a positional argument, which the
+    decodings read differently (lenient names it, bfcl_eval drops it), or with a keyword, read
+    alike; then the end of the turn. Counts the episodes it plays."""
+
+    def __init__(self, tokenizer):
+        super().__init__(tokenizer, self.respond)
+        self.played = 0
+
+    @staticmethod
+    def positional(prompt) -> bool:
+        return sum(prompt) % 2 == 0
+
+    def start(self, prompts):
+        self.prompts, self.counters = [list(p) for p in prompts], {}
+        self.played += len(prompts)
+
+    def respond(self, row):
+        if next(self.counters.setdefault(row, itertools.count())) % 2:
+            return "Done."
+        return "[ls(True)]" if self.positional(self.prompts[row]) else "[ls(a=True)]"
+
+
+def test_redecoding_replays_only_the_episodes_that_read_differently(tokenizer):
+    tasks = load_split("train", per_category=3)
+    lenient = Rollout(tokenizer, RolloutConfig(group_size=1))
+    official = Rollout(tokenizer, RolloutConfig(
+        group_size=1, env=BfclEnvConfig(prompt_style="compact", decoding="official")))
+    played = lenient.episodes(tasks, EVAL_STAGE, progress=1.0, seed=0)
+    lenient.play(played, PositionalPolicy(tokenizer))
+    policy = PositionalPolicy(tokenizer)
+    redecoded = redecode(official, policy, played, "train (official)")
+    fresh = evaluate_tasks(official, PositionalPolicy(tokenizer), tasks, "train (official)")
+    assert redecoded.to_json() == fresh.to_json()
+    differing = sum(PositionalPolicy.positional(e.prompt) for e in played)
+    assert 0 < differing < len(tasks) and policy.played == differing
+
+    milestone = evaluate_milestone("after_rl", lenient, PositionalPolicy(tokenizer), tasks,
+                                   {"train": tasks}, {"lenient": lenient, "official": official})
+    assert list(milestone.splits) == ["train", "train (official)"]
+    assert milestone.splits["train (official)"] == fresh.to_json()
+    assert "eval/bfcl_train_official_overall" in milestone.metrics()
 
 
 def _milestone(name, acc, overall):

@@ -91,12 +91,28 @@ def test_a_lora_sft_run_exports_a_model_transformers_loads(tmp_path, embedded_di
     with torch.no_grad():
         theirs = hf(input_ids=torch.tensor(ids)).logits.float().numpy()
     assert np.abs(theirs - our_logits).max() <= 1e-3
-    names = safetensors.numpy.load_file(exported / "model.safetensors")
-    assert names and not any("lora" in n for n in names)  # a plain model: adapters merged
+    merged = safetensors.numpy.load_file(exported / "model.safetensors")
+    assert merged and not any("lora" in n for n in merged)  # a plain model: adapters merged
+
+    # workdir/adapter: the adapters alone in PEFT's layout; base + adapter = the merged export.
+    config = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert (config["peft_type"], config["r"], config["lora_alpha"]) == ("LORA", 4, 16)
+    assert config["target_modules"] == ["q_proj", "v_proj"]
+    adapter = safetensors.numpy.load_file(tmp_path / "adapter" / "adapter_model.safetensors")
+    base_weights = safetensors.numpy.load_file(Path(embedded_dir) / "model.safetensors")
+    modules = {n.removeprefix("base_model.model.").rsplit(".lora_", 1)[0] for n in adapter}
+    assert modules and {m.rsplit(".", 1)[1] for m in modules} == {"q_proj", "v_proj"}
+    for module in modules:  # PEFT's merge: W + (lora_alpha / r) B A
+        a = adapter[f"base_model.model.{module}.lora_A.weight"]
+        b = adapter[f"base_model.model.{module}.lora_B.weight"]
+        np.testing.assert_allclose(base_weights[f"{module}.weight"] + 4.0 * (b @ a),
+                                   merged[f"{module}.weight"], atol=1e-5)
 
 
 @pytest.mark.parametrize("field,value,message", [
     ("rank", -1, "LoRAConfig.rank"), ("alpha", 0.0, "LoRAConfig.alpha"),
+    ("dropout", 0.05, "LoRAConfig.dropout=0.05: LoRA dropout is not implemented"),
+    ("dropout", 1.5, r"LoRAConfig.dropout=1.5: must be in \[0, 1\)"),
     ("targets", "q_proj,attn", "LoRAConfig.targets")])
 def test_bad_lora_fields_are_named(field, value, message):
     from seetjax.sft import validate

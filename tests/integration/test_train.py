@@ -52,7 +52,7 @@ def test_short_tiny_run_learns_and_writes_everything(tmp_path, embedded_dir):
     assert final["format_validity"] > initial["format_validity"] + 0.3
     assert final["checked_turn_accuracy"] > initial["checked_turn_accuracy"]
     assert evals["after_sft"]["tasks"] != initial  # the warm-up is evaluated on its own
-    assert all(list(e["splits"]) == ["train"] for e in evals.values())
+    assert all(list(e["splits"]) == ["train", "train (official)"] for e in evals.values())
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert sorted({r["stage"] for r in rows if "stage" in r}) == [1.0, 2.0, 3.0, 4.0]
     for r in rows:  # counterfactual records available vs trained (seet.max_pairs = 2)
@@ -127,6 +127,9 @@ def test_two_processes_on_localhost(tmp_path, embedded_dir):
     (("limits", "max_episode_tokens", 60), "config.limits: EpisodeLimits.max_episode_tokens"),
     (("data", "tasks_per_category", -1), "config.data.tasks_per_category"),
     (("eval", "per_category", -1), "config.eval.per_category"),
+    (("eval", "decodings", "lenient,strict"), "config.eval.decodings: unknown decoding 'strict'"),
+    (("eval", "decodings", "official,official"), "config.eval.decodings='official,official'"),
+    (("env", "prompt_style", "native"), "config.eval.decodings: decoding 'official' reads"),
     (("train", "checkpoint_every", 0), "config.train.checkpoint_every"),
     (("train", "keep_checkpoints", 0), "config.train.keep_checkpoints"),
 ])
@@ -141,13 +144,16 @@ def test_bad_configs_fail_with_the_field_named(override, message):
         build_plan(config)
 
 
-@pytest.mark.parametrize("name", ["tiny", "grpo", "ppo", "dpo", "sft"])
+@pytest.mark.parametrize("name", ["tiny", "grpo", "ppo", "dpo", "sft", "smoke",
+                                  "qwen2_5_7b_seet", "qwen2_5_1_5b_seet"])
 def test_shipped_configs_are_valid(name):
     config = load_config_file(ROOT / "configs" / f"{name}.py")
     if name == "sft":
         from seetjax.sft import validate
         validate(config)
     else:
+        if name.startswith("qwen"):
+            config.model.path = "/models/Qwen2.5-Instruct"  # required; not read by validation
         build_plan(config)
 
 

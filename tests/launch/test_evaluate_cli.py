@@ -28,7 +28,8 @@ def test_evaluate_script_writes_reports(embedded_dir, tmp_path):
     ("--per_category=-1", "--per_category"), ("--max_reply_tokens=0", "--max_reply_tokens"),
     ("--max_episode_tokens=100", "--max_episode_tokens"),
     ("--compact_description_chars=-1", "--compact_description_chars"),
-    ("--run=x", "--run or --model"), ("--temperature=-1", "--temperature")])
+    ("--run=x", "--run or --model"), ("--temperature=-1", "--temperature"),
+    ("--decoding=lenient,strict", "--decoding")])
 def test_bad_flags_fail_before_anything_loads(flag, message):
     extra = ["--model=y"] if flag.startswith("--run") else []
     extra += ["--max_reply_tokens=256"] if "episode" in flag else []

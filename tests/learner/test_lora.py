@@ -3,9 +3,11 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from flax import nnx
 from learner_testlib import flat_arrays, make_learner, rl_batch, tiny_model
 
+from seetjax.learner import learner_config
 from seetjax.models.lora import LoRAConfig, add_lora, merge_lora
 
 
@@ -43,3 +45,38 @@ def test_lora_trains_adapters_only_with_the_base_as_reference():
     assert second["kl"] > 1e-7
     frozen_after = flat_arrays(state.frozen)
     assert all(np.array_equal(frozen_before[k], frozen_after[k]) for k in frozen_before)
+
+
+@pytest.mark.parametrize("dtype,atol", [("float32", 1e-6), ("bfloat16", 1e-2)])
+def test_merge_stores_the_parameter_dtype_and_matches_the_forward_math(dtype, atol):
+    """Merged kernel = W + (alpha / r) A B summed in float32, stored as the kernel's dtype."""
+    model = add_lora(tiny_model(num_layers=1, param_dtype=dtype),
+                     LoRAConfig(rank=2, alpha=3.0, targets=("v_proj",)), nnx.Rngs(2))
+    graphdef, adapters, rest = nnx.split(model, nnx.LoRAParam, ...)
+    moved = nnx.merge(graphdef, jax.tree.map(lambda x: x + 0.1, adapters), rest)
+    layer = moved.layers[0].self_attn.v_proj
+    want = (np.asarray(layer.kernel[...], np.float64) + 1.5 * (
+        np.asarray(layer.lora_a[...], np.float64) @ np.asarray(layer.lora_b[...], np.float64)))
+    merged = merge_lora(moved).layers[0].self_attn.v_proj.kernel[...]
+    assert merged.dtype == jnp.dtype(dtype)
+    np.testing.assert_allclose(np.asarray(merged, np.float64), want, atol=atol)
+
+
+@pytest.mark.parametrize("fields,message", [
+    ({"rank": -2}, "LoRAConfig.rank=-2"), ({"rank": 4, "alpha": -1.0}, "LoRAConfig.alpha"),
+    ({"rank": 4, "dropout": 1.0}, r"LoRAConfig.dropout=1.0: must be in \[0, 1\)"),
+    ({"rank": 4, "dropout": 0.1}, "LoRAConfig.dropout=0.1: LoRA dropout is not implemented"),
+    ({"rank": 4, "targets": "q_proj,qkv"}, "LoRAConfig.targets"),
+    ({"rank": 4, "targets": ""}, "LoRAConfig.targets"),
+    ({"rank": 0, "alpha": 0.0}, "LoRAConfig.alpha"),  # off, yet still checked
+    ({"rank": 4, "drop": 0.1}, "LoRAConfig has no field 'drop'")])
+def test_bad_lora_fields_are_named(fields, message):
+    with pytest.raises(ValueError, match=message):
+        learner_config({"algorithm": "sft", "lora": fields})
+
+
+def test_lora_fields_from_a_run_config():
+    cfg = learner_config({"algorithm": "sft", "lora": {"rank": 8, "alpha": 32.0, "dropout": 0.0,
+                                                       "targets": "q_proj, v_proj"}})
+    assert cfg.lora == LoRAConfig(rank=8, alpha=32.0, targets=("q_proj", "v_proj"))
+    assert learner_config({"algorithm": "sft", "lora": {"rank": 0}}).lora is None

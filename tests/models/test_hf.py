@@ -174,3 +174,44 @@ def test_a_missing_model_directory_is_named(tmp_path):
         load_hf_checkpoint(tmp_path / "nope")
     with pytest.raises(FileNotFoundError, match="no config.json in"):
         load_hf_checkpoint(tmp_path)
+
+
+def test_a_lora_adapter_is_saved_in_peft_layout(hf_qwen2_dir, padded_batch, tmp_path):
+    """`save_lora_adapter`: PEFT's files and names; base + (lora_alpha / r) B A (PEFT's merge, in
+    torch layout) is the kernel the merged export holds, and that export reloads here with the
+    unmerged LoRA model's logits."""
+    import safetensors.numpy
+
+    from seetjax.models.hf import save_lora_adapter
+    from seetjax.models.lora import LoRAConfig, add_lora
+
+    tokens, mask = padded_batch
+    model = add_lora(load_hf_checkpoint(hf_qwen2_dir),
+                     LoRAConfig(rank=4, alpha=8.0, targets=("q_proj", "down_proj")), nnx.Rngs(0))
+    graphdef, adapters, rest = nnx.split(model, nnx.LoRAParam, ...)
+    moved = nnx.merge(graphdef, jax.tree.map(lambda x: x + 0.02, adapters), rest)
+    save_lora_adapter(moved, tmp_path / "adapter", base_model_name_or_path=hf_qwen2_dir)
+    save_hf_checkpoint(moved, tmp_path / "merged")
+    config = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert (config["peft_type"], config["r"], config["lora_alpha"]) == ("LORA", 4, 8)
+    assert config["target_modules"] == ["down_proj", "q_proj"]
+    adapter = safetensors.numpy.load_file(tmp_path / "adapter" / "adapter_model.safetensors")
+    assert len(adapter) == 2 * 2 * 2  # 2 layers x 2 modules x (A, B)
+    base = safetensors.numpy.load_file(f"{hf_qwen2_dir}/model.safetensors")
+    merged = safetensors.numpy.load_file(tmp_path / "merged" / "model.safetensors")
+    for module in ("model.layers.1.self_attn.q_proj", "model.layers.0.mlp.down_proj"):
+        a = adapter[f"base_model.model.{module}.lora_A.weight"]  # [r, in]
+        b = adapter[f"base_model.model.{module}.lora_B.weight"]  # [out, r]
+        weight = base[f"{module}.weight"]
+        assert a.shape == (4, weight.shape[1]) and b.shape == (weight.shape[0], 4)
+        np.testing.assert_allclose(weight + 2.0 * (b @ a), merged[f"{module}.weight"], atol=1e-6)
+    adapted = our_logits(moved, tokens, mask)
+    reloaded = our_logits(load_hf_checkpoint(tmp_path / "merged"), tokens, mask)
+    assert max_diff_on_tokens(reloaded, adapted, mask) <= 1e-5
+
+
+def test_a_model_without_adapters_has_no_adapter_to_save(hf_qwen2_dir, tmp_path):
+    from seetjax.models.hf import save_lora_adapter
+
+    with pytest.raises(ValueError, match="no LoRA adapters"):
+        save_lora_adapter(load_hf_checkpoint(hf_qwen2_dir), tmp_path)

@@ -32,7 +32,7 @@ def test_python_list_of_calls():
 def test_python_single_call_fences_and_literals():
     text = "```python\n[f(a=-1.5, b=[1, (2, 3)], c={'k': None}, d=True)]\n```"
     [call] = parse_python_calls(text)
-    assert call.args == {"a": -1.5, "b": [1, [2, 3]], "c": {"k": None}, "d": True}
+    assert call.args == {"a": -1.5, "b": [1, (2, 3)], "c": {"k": None}, "d": True}
     assert parse_python_calls("f()") == [ToolCall("f", {})]
 
 

@@ -1,0 +1,265 @@
+"""BFCL's official decoding of a model's multi-turn text, reproduced without evaluating anything.
+
+bfcl_eval reads a prompting model's multi-turn reply with `default_decode_execute_prompting`: it
+strips "`", newlines and spaces at both ends, wraps the text in `[...]` where a bracket is missing,
+reads it with `ast.parse`, turns each call into `{name: {keyword: value}}` (`resolve_ast_call` /
+`resolve_ast_by_type`: positional arguments dropped, bare names become strings, `...` becomes
+"...", a subscript or a call without keywords becomes its source text, a call with keywords a
+nested `{name: {...}}`, `+x`, `~x` and `not x` all negate x, a binary expression is `eval`ed), then
+renders each call as a string (`decoded_output_to_execution_list`) that its executor `eval`s.
+
+`decode_official` follows the same steps and gives the calls bfcl_eval's executor would receive:
+the keyword arguments its `eval` of each rendered string would pass (tuples stay tuples, dict keys
+become strings, `{}` fails, a dict whose values are all dicts is rendered as a call). Where bfcl_eval
+would compute or run something of the model's (a binary expression while decoding, a nested call
+in the rendered string), the answer is a `ParseError` that says so: nothing here is ever evaluated.
+Values keep the bounds of `seetjax.tools.calls` (a bounded value that bfcl_eval would pass on is a
+`ParseError` here). Text bfcl_eval cannot decode is a `ParseError`, except text that attempts no
+call (prose), which is `[]`: bfcl_eval ends the turn on either, and so does the environment.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from typing import Any
+
+from seetjax.tools.calls import (
+    _PY_CALL_ANYWHERE,
+    _PY_CALL_START,
+    MAX_CONTAINER_ITEMS,
+    MAX_MESSAGE_CHARS,
+    MAX_STRING_CHARS,
+    MAX_VALUE_DEPTH,
+    ParamNames,
+    ParseError,
+    ToolCall,
+    _literal,
+    _message_body,
+    _Reject,
+    _scalar_problem,
+    _short,
+)
+
+FORMAT = "official"
+# What `repr` writes for the values bfcl_eval passes on: anything else in a rendered argument is
+# code its executor's `eval` would run.
+_LITERAL_NODES = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.UnaryOp, ast.USub, ast.Load)
+_EXCERPT = 80
+
+
+class _Evaluates(_Reject):
+    """bfcl_eval would compute or run part of the model's text here."""
+
+
+class _Unsupported(_Reject):
+    """bfcl_eval's decoder raises here (the message is a decode failure there too)."""
+
+
+def decode_official(text: str, schemas: Mapping[str, ParamNames] | None = None,
+                    max_chars: int = MAX_MESSAGE_CHARS) -> list[ToolCall] | ParseError:
+    """The calls bfcl_eval's executor would run for `text` (see the module docstring).
+
+    `schemas` is accepted for the signature shared with `parse_tool_calls`; bfcl_eval drops
+    positional arguments, so they are never mapped to names. Never raises.
+    """
+    del schemas
+    if not isinstance(text, str):
+        return ParseError(f"expected a string message, got {type(text).__name__}", FORMAT)
+    if len(text) > max_chars:
+        return ParseError(f"message too long ({len(text)} characters; limit {max_chars})", FORMAT)
+    try:
+        return _decode(text)
+    except _Reject as e:
+        if isinstance(e, _Evaluates) or _attempts_call(text):
+            return ParseError(e.message, FORMAT)
+        return []  # prose: bfcl_eval fails to decode it and ends the turn, as on no call
+    except (RecursionError, MemoryError, ValueError, TypeError, OverflowError) as e:
+        return ParseError(f"cannot decode the message: {_short(e)}", FORMAT)
+
+
+def is_evaluation_error(error: ParseError) -> bool:
+    """Whether `error` is where bfcl_eval would have evaluated part of the text."""
+    return error.fmt == FORMAT and error.message.startswith("the official decoder would")
+
+
+def official_call_string(call: ToolCall) -> str:
+    """A call as bfcl_eval's `decoded_output_to_execution_list` writes it (`name(a=1, b='x')`)."""
+    return f"{call.name}({', '.join(f'{k}={_render(v)}' for k, v in call.args.items())})"
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def _decode(text: str) -> list[ToolCall]:
+    body = text.strip("`\n ")
+    if not body.startswith("["):
+        body = "[" + body
+    if not body.endswith("]"):
+        body = body + "]"
+    body = body.strip().strip("'")
+    try:
+        tree = ast.parse(body, mode="eval")
+    except SyntaxError as e:
+        raise _Unsupported(f"invalid syntax: {e.msg} (line {e.lineno}, column {e.offset})") from None
+    node = tree.body
+    if isinstance(node, ast.Call):
+        elements = [node]
+    elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        elements = node.elts
+    else:
+        raise _Unsupported(f"the message is {_kind(node)}, not a list of calls")
+    decoded = []
+    for element in elements:
+        if not isinstance(element, ast.Call):
+            raise _Unsupported(f"the list holds {_kind(element)}, not a call: `{_source(element)}`")
+        decoded.append(_resolve_call(element, 0))
+    return [_executed_call(name, args) for name, args in decoded]
+
+
+def _resolve_call(node: ast.Call, depth: int) -> tuple[str, dict[Any, Any]]:
+    """bfcl_eval's `resolve_ast_call`: the dotted name and the keyword arguments (positional ones
+    dropped; `**x` becomes a keyword named None)."""
+    parts = []
+    func = node.func
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    if isinstance(func, ast.Name):
+        parts.append(func.id)
+    args = {}
+    for keyword in node.keywords:
+        args[keyword.arg] = _resolve(keyword.value, depth + 1)
+    return ".".join(reversed(parts)), args
+
+
+class _Nested(dict):
+    """A call with keywords inside an argument: bfcl_eval's `{name: {keyword: value}}`."""
+
+
+def _resolve(node: ast.AST | None, depth: int) -> Any:
+    """bfcl_eval's `resolve_ast_by_type`, minus its `eval`s."""
+    if depth > MAX_VALUE_DEPTH + 1:
+        raise _Reject(f"value nested deeper than {MAX_VALUE_DEPTH} levels")
+    if isinstance(node, ast.Constant):
+        return "..." if node.value is Ellipsis else _scalar(node.value)
+    if isinstance(node, ast.UnaryOp):
+        # bfcl_eval negates the operand's `.value` whatever the operator: `+5`, `~5`, `not 5`
+        # all give -5; an operand without a constant value fails.
+        operand = node.operand
+        if not isinstance(operand, ast.Constant):
+            raise _Unsupported(f"`{_source(node)}`: the official decoder only negates constants")
+        if type(operand.value) not in (int, float, bool, complex):
+            raise _Unsupported(f"`{_source(node)}`: bad operand type for unary -")
+        return _scalar(-operand.value)
+    if isinstance(node, (ast.List, ast.Tuple, ast.Dict)):
+        items = len(node.keys if isinstance(node, ast.Dict) else node.elts)
+        if items > MAX_CONTAINER_ITEMS:
+            raise _Reject(f"a value with {items} items (limit {MAX_CONTAINER_ITEMS})")
+    if isinstance(node, ast.List):
+        return [_resolve(e, depth + 1) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        out = {}
+        for k, v in zip(node.keys, node.values):
+            key, item = _resolve(k, depth + 1), _resolve(v, depth + 1)
+            try:
+                out[key] = item
+            except TypeError:
+                raise _Unsupported(f"unhashable dict key `{_source(k)}`") from None
+        return out
+    if isinstance(node, ast.BinOp):
+        raise _Evaluates(f"the official decoder would evaluate the expression `{_source(node)}`; "
+                         "seetjax never evaluates model text")
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Call):
+        if not node.keywords:
+            return _scalar(_unparse(node))
+        name, args = _resolve_call(node, depth)
+        return _Nested({name: args})
+    if isinstance(node, ast.Tuple):
+        return tuple(_resolve(e, depth + 1) for e in node.elts)
+    if isinstance(node, ast.Lambda):
+        raise _Unsupported(f"`{_source(node)}`: the official decoder fails on a lambda")
+    if isinstance(node, ast.Subscript):
+        return _scalar(_unparse(node.value) + "[" + _unparse(node.slice) + "]")
+    raise _Unsupported(f"unsupported {_kind(node)} `{_source(node)}`")
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, (bytes, complex)):
+        raise _Reject(f"a {type(value).__name__} constant is not a JSON-like literal")
+    problem = _scalar_problem(value)
+    if problem is not None:
+        raise _Reject(problem)
+    return value
+
+
+def _render(value: Any) -> str:
+    """bfcl_eval's `parse_nested_value`: a dict whose values are all dicts is written as a call."""
+    if isinstance(value, dict):
+        if all(isinstance(v, dict) for v in value.values()):
+            if not value:
+                raise _Unsupported("an empty dict argument: the official decoder fails on `{}` "
+                                   "(it takes it for a call with no name)")
+            name = next(iter(value))
+            args = value[name]
+            return f"{name}({', '.join(f'{k}={_render(v)}' for k, v in args.items())})"
+        return "{" + ", ".join(f"'{k}': {_render(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def _executed_call(name: str, args: dict[Any, Any]) -> ToolCall:
+    """The call bfcl_eval's executor makes of the rendered `name(k=v, ...)`: each rendered value is
+    read back as the executor's `eval` would read it, literals only."""
+    values = {}
+    for key, value in args.items():
+        rendered = _render(value)
+        if len(rendered) > 4 * MAX_STRING_CHARS:
+            raise _Reject(f"an argument of {len(rendered)} characters")
+        try:
+            node = ast.parse(rendered, mode="eval").body
+        except SyntaxError:
+            raise _Unsupported(f"bfcl_eval renders {key}={rendered[:_EXCERPT]}, which its "
+                               "executor cannot read") from None
+        nested = next((n for n in ast.walk(node) if isinstance(n, ast.Call)), None)
+        if nested is not None:
+            raise _Evaluates(f"the official decoder would execute the nested call "
+                             f"`{_source(nested)}` in the argument {key}; seetjax never "
+                             "evaluates model text")
+        if not all(isinstance(n, _LITERAL_NODES) for n in ast.walk(node)):
+            raise _Evaluates(f"the official decoder would evaluate `{rendered[:_EXCERPT]}` in the "
+                             f"argument {key}; seetjax never evaluates model text")
+        values[str(key)] = _literal(node, rendered, 0)
+    return ToolCall(name, values)
+
+
+def _attempts_call(text: str) -> bool:
+    """calls.py's test for a message that attempts python-format calls at all."""
+    for body in (_message_body(text)[0], text.strip("`\n ").strip()):
+        unwrapped = body.lstrip("'\"( \t")  # quoted or parenthesised calls are attempts too
+        if (_PY_CALL_START.match(unwrapped) or _PY_CALL_ANYWHERE.search(body)
+                or (body.startswith("[") and body.endswith("]"))):
+            return True
+    return False
+
+
+def _unparse(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    if len(text) > MAX_STRING_CHARS:
+        raise _Reject(f"a string of {len(text)} characters (limit {MAX_STRING_CHARS})")
+    return text
+
+
+def _source(node: ast.AST | None) -> str:
+    if node is None:
+        return "**"
+    try:
+        text = ast.unparse(node)
+    except (RecursionError, ValueError, TypeError, AttributeError):
+        return type(node).__name__
+    return text if len(text) <= _EXCERPT else text[:_EXCERPT - 3] + "..."
+
+
+def _kind(node: ast.AST | None) -> str:
+    return "`**` unpacking" if node is None else f"an expression of kind {type(node).__name__}"
