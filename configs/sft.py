@@ -12,84 +12,8 @@ Continual learning over categories, with a rehearsal memory of earlier ones:
 
 import ml_collections
 
-from seetjax.train_config import lora_section
-
-TASK_TYPES = ("tool_selection", "multi_step_planning", "timing_decision", "tool_retrieval")
+from seetjax.sft_config import default_sft_config
 
 
 def get_config() -> ml_collections.ConfigDict:
-    config = ml_collections.ConfigDict()
-    config.seed = 0
-
-    # An HF checkpoint directory; '' = the embedded default (see configs/tiny.py).
-    config.model = ml_collections.ConfigDict()
-    config.model.path = ""
-    config.model.dtype = "float32"
-    config.model.compute_dtype = "float32"
-
-    config.data = ml_collections.ConfigDict()
-    # "bfcl": convert BFCL multi-turn ground truth; "jsonl": read dialogs from `paths`.
-    config.data.source = "bfcl"
-    config.data.paths = ""  # jsonl: comma-separated files
-    config.data.split = "train"  # bfcl: scenario split (train, validation, train_full, ...)
-    config.data.categories = "base,miss_func,miss_param,long_context"  # bfcl
-    # bfcl: how tools are shown ("bfcl", "native", "compact") and calls written ("python",
-    # "hermes"; '' = the style's own). compact + python is what SEET rollouts use by default.
-    config.data.prompt_style = "compact"
-    config.data.call_format = ""
-    config.data.compact_description_chars = 80  # compact: characters of each tool's description
-    config.data.tasks_per_category = 0  # bfcl: the first N scenarios of each category (0: all)
-    config.data.parallel_calls = False
-    # Continual stages: ';'-separated groups of categories (bfcl) or of paths (jsonl), trained
-    # one after another; '' = one stage with everything.
-    config.data.stages = ""
-    config.data.max_len = 2048  # longer dialogs are truncated at a message boundary or dropped
-    config.data.truncate = True
-    config.data.seq_len = 2048  # tokens per row (>= max_len)
-    config.data.batch_size = 4  # rows per step over all processes
-    config.data.packing = True
-    config.data.packing_bins = 0  # 0: one batch's rows
-    config.data.shuffle_window = 256
-    config.data.prefetch = 2
-    config.data.task_weighting = True
-    config.data.task_weights = ml_collections.ConfigDict(dict(zip(
-        TASK_TYPES, (0.35, 0.30, 0.20, 0.15))))
-    # Held-out dialogs for the evaluation loss ('' = none): a bfcl split, or a JSONL path.
-    config.data.eval_split = "validation"
-
-    # Coreset selection at the start of each stage, with the model as it is then.
-    config.coreset = ml_collections.ConfigDict()
-    config.coreset.strategy = "none"  # none, random, loss_topk, diversity, hybrid
-    config.coreset.size = 0  # examples kept; or
-    config.coreset.fraction = 0.0  # the share kept
-    config.coreset.hybrid_loss_fraction = 0.5
-    config.coreset.embedding = "auto"  # model, ngram, auto (model)
-    config.coreset.batch_size = 8  # scoring batch
-
-    # Rehearsal memory: each finished stage's examples are offered to it; later stages mix its
-    # contents in at `ratio`.
-    config.replay = ml_collections.ConfigDict()
-    config.replay.capacity = 0  # 0: no replay
-    config.replay.policy = "reservoir"  # reservoir, recency
-    config.replay.ratio = 0.2
-
-    # seetjax.learner.learner_config fields.
-    config.learner = ml_collections.ConfigDict()
-    config.learner.algorithm = "sft"
-    config.learner.optimizer = ml_collections.ConfigDict()
-    config.learner.optimizer.learning_rate = 1e-3  # the embedded model starts from random weights
-    config.learner.optimizer.warmup_steps = 10
-    config.learner.optimizer.decay_steps = 300
-    config.learner.optimizer.final_lr_fraction = 0.1
-    config.learner.optimizer.weight_decay = 0.01
-    config.learner.optimizer.max_grad_norm = 1.0
-    config.learner.lora = lora_section()  # rank 0: full fine-tuning
-
-    config.train = ml_collections.ConfigDict()
-    config.train.steps = 300  # updates per stage
-    config.train.log_every = 10
-    config.train.eval_every = 100  # 0: only at the end
-    config.train.checkpoint_every = 100
-    config.train.keep_checkpoints = 2
-    config.train.save_model = True  # write the final model as an HF directory (workdir/model)
-    return config
+    return default_sft_config()

@@ -29,6 +29,9 @@ def get_config():
     config.sft.enabled = True
     config.sft.run = load_config_file(Path(__file__).with_name("sft.py"))
     sft = config.sft.run.data  # linked, so that overriding the RL side changes both
+    sft.source = config.data.get_ref("source")
+    sft.split = config.data.get_ref("split")
+    sft.generated = config.data.generated  # the same section: one task stream
     sft.categories = config.data.get_ref("categories")
     sft.tasks_per_category = config.data.get_ref("tasks_per_category")
     sft.prompt_style = config.env.get_ref("prompt_style")

@@ -19,6 +19,7 @@ import jax
 from absl import app, flags
 from flax import nnx
 
+from seetjax.base_model import resolve_model_path
 from seetjax.cache import enable_compilation_cache
 from seetjax.envs.bfcl import DECODINGS, SPLITS, BfclEnvConfig, load_split
 from seetjax.envs.bfcl_data import CATEGORIES
@@ -31,7 +32,6 @@ from seetjax.eval.evaluate import (
     split_label,
     write_reports,
 )
-from seetjax.models.embedded import embedded_model_dir
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rollout.episode import EpisodeLimits
@@ -41,7 +41,8 @@ from seetjax.trainer import restore_run
 
 _RUN = flags.DEFINE_string("run", "", "A training run's workdir (its checkpoints).")
 _STEP = flags.DEFINE_integer("step", None, "With --run: the checkpoint step (default: latest).")
-_MODEL = flags.DEFINE_string("model", "", "HF directory ('' = the embedded default).")
+_MODEL = flags.DEFINE_string(
+    "model", "", "HF directory; '' = the embedded default, 'embedded:base' its pretrained base.")
 _OUT = flags.DEFINE_string("out", "eval", "Output stem: <out>.md and <out>.json.")
 _SPLITS = flags.DEFINE_list("splits", ["train", "test"], "BFCL splits.")
 _CATEGORIES = flags.DEFINE_list("categories", ["base", "miss_func", "miss_param", "long_context"],
@@ -106,7 +107,7 @@ def main(argv):
         model, tokenizer, plan = restore_run(_RUN.value, _STEP.value)
         rollout_config = plan.eval_rollout
     else:
-        path = _MODEL.value or embedded_model_dir()
+        path = resolve_model_path(_MODEL.value)
         model = load_hf_checkpoint(path, dtype=_DTYPE.value)
         tokenizer = Tokenizer.from_pretrained(path)
         env = BfclEnvConfig(prompt_style=_PROMPT_STYLE.value,

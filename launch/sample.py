@@ -13,15 +13,16 @@ import jax
 from absl import app, flags
 from flax import nnx
 
+from seetjax.base_model import resolve_model_path
 from seetjax.cache import enable_compilation_cache
 from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
 from seetjax.envs.bfcl_data import load_tasks
-from seetjax.models.embedded import embedded_model_dir
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.sampling import Sampler, SamplingParams
 
-_MODEL = flags.DEFINE_string("model", "", "HF directory ('' = the embedded default).")
+_MODEL = flags.DEFINE_string(
+    "model", "", "HF directory; '' = the embedded default, 'embedded:base' its pretrained base.")
 _CATEGORY = flags.DEFINE_string("category", "base", "BFCL multi-turn category.")
 _TASKS = flags.DEFINE_integer("num_tasks", 4, "Tasks (their first turn).")
 _SAMPLES = flags.DEFINE_integer("samples", 2, "Replies per task.")
@@ -39,7 +40,7 @@ def main(argv):
     del argv
     enable_compilation_cache()
     start = time.perf_counter()
-    path = _MODEL.value or embedded_model_dir()
+    path = resolve_model_path(_MODEL.value)
     model = load_hf_checkpoint(path, dtype=_DTYPE.value)
     tokenizer = Tokenizer.from_pretrained(path)
     cfg = model.config

@@ -9,8 +9,14 @@ launch of `make demo` after the first.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import shutil
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
 
@@ -36,3 +42,28 @@ def enable_compilation_cache(directory: str | os.PathLike | None = None) -> Path
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     return path
+
+
+def cached_directory(prefix: str, key: Any, build: Callable[[Path], Any],
+                     cache_dir: str | os.PathLike | None = None,
+                     marker: str = "config.json") -> Path:
+    """`cache_dir/<prefix>-<digest of key>`, built by `build(tmp)` on first use and renamed into
+    place atomically: concurrent callers (test workers, two launches) never see a half-written
+    directory, and a build that fails leaves nothing behind. `key` (JSON) holds everything the
+    contents depend on; the directory counts as built when it has `marker`."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    root = Path(cache_dir) if cache_dir is not None else cache_root()
+    final = root / f"{prefix}-{digest}"
+    if (final / marker).exists():
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
+    try:
+        build(tmp)
+        os.rename(tmp, final)
+    except OSError:
+        if not (final / marker).exists():  # not a lost race: a real failure
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final

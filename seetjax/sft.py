@@ -25,6 +25,7 @@ import jax
 import ml_collections
 import numpy as np
 
+from seetjax.base_model import resolve_model_path
 from seetjax.batch import TokenSequences, TrajectoryBatch
 from seetjax.data.bfcl_dialogs import bfcl_dialogs
 from seetjax.data.coreset import CoresetConfig, select_coreset
@@ -33,10 +34,10 @@ from seetjax.data.formatter import Example, format_dialogs
 from seetjax.data.pipeline import PipelineConfig, SFTPipeline, segment_counts
 from seetjax.data.replay import ReplayBuffer
 from seetjax.data.scoring import ModelScorer
+from seetjax.envs.task_source import SOURCES
 from seetjax.learner import create_learner, learner_config
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.metrics import MetricsWriter
-from seetjax.models.embedded import embedded_model_dir
 from seetjax.models.hf import (
     load_hf_checkpoint,
     load_options,
@@ -45,6 +46,7 @@ from seetjax.models.hf import (
 )
 from seetjax.models.lora import has_lora
 from seetjax.models.tokenizer import Tokenizer
+from seetjax.train_config import field, source_of
 
 
 def say(message: str) -> None:
@@ -68,13 +70,12 @@ def load_dialogs(data: ml_collections.ConfigDict, group: str, split: str | None 
     if data.source == "jsonl":
         names = [split] if split else group.split(",")
         return [d for path in names if path.strip() for d in read_jsonl(path.strip())], {}
-    if data.source != "bfcl":
-        raise ValueError(f"config.data.source={data.source!r}: 'bfcl' or 'jsonl'")
     categories = [c.strip() for c in group.split(",") if c.strip()]
-    dialogs, report = bfcl_dialogs(split or data.split, categories, prompt_style=data.prompt_style,
+    tasks = source_of(data).load(split or data.split, categories,
+                                 data.tasks_per_category or None)
+    dialogs, report = bfcl_dialogs(tasks=tasks, prompt_style=data.prompt_style,
                                    call_format=data.call_format or None,
                                    parallel_calls=data.parallel_calls,
-                                   per_category=data.tasks_per_category or None,
                                    compact_description_chars=data.compact_description_chars)
     if report.failed:
         say(f"{group}: {report}")
@@ -102,8 +103,15 @@ def validate(config: ml_collections.ConfigDict) -> None:
     """Fails on a bad setting, naming it, before any model is loaded or data converted."""
     load_options(config.model)
     data = config.data
-    if data.source not in ("bfcl", "jsonl"):
-        raise ValueError(f"config.data.source={data.source!r}: 'bfcl' or 'jsonl'")
+    if data.source not in (*SOURCES, "jsonl"):
+        raise ValueError(f"config.data.source={data.source!r}: one of {(*SOURCES, 'jsonl')}")
+    if data.source != "jsonl":
+        source = source_of(data)
+        for split in (data.split, data.eval_split):
+            if split:
+                field("data.split", lambda split=split: source.resolve(split))
+                field("data.tasks_per_category",
+                      lambda split=split: source.check(split, data.tasks_per_category))
     if data.max_len > data.seq_len:
         raise ValueError(f"config.data.max_len={data.max_len} > seq_len={data.seq_len}: a "
                          "dialog must fit in a row")
@@ -127,7 +135,7 @@ class SFTRun:
     def __init__(self, config: ml_collections.ConfigDict, workdir: str | os.PathLike):
         validate(config)
         self.config, self.workdir = config, Path(workdir)
-        path = config.model.path or embedded_model_dir()
+        path = resolve_model_path(config.model.path)
         model = load_hf_checkpoint(path, **load_options(config.model))
         self.tokenizer = Tokenizer.from_pretrained(path)
         self.learner, self.state = create_learner(model, learner_config(config.learner.to_dict()),

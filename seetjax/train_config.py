@@ -17,8 +17,9 @@ from typing import Any, TypeVar
 
 import ml_collections
 
-from seetjax.envs.bfcl import DECODINGS, SPLITS, BfclEnvConfig
+from seetjax.envs.bfcl import DECODINGS, BfclEnvConfig
 from seetjax.envs.bfcl_data import CATEGORIES
+from seetjax.envs.task_source import TaskSource, task_source
 from seetjax.learner.config import LearnerConfig, learner_config
 from seetjax.models.hf import LOAD_FIELDS, load_options
 from seetjax.models.lora import ALL_PROJECTIONS
@@ -54,16 +55,36 @@ def lora_section() -> ml_collections.ConfigDict:
                                           dropout=0.0))
 
 
+def generated_section() -> ml_collections.ConfigDict:
+    """`data.generated` of run and SFT configs, read when `data.source` is "generated"
+    (seetjax.envs.task_source.task_source): the stream's seed, turns per task (min, max),
+    requests per turn, calls per turn, API classes used per task, distractor classes listed but
+    not needed, state-size scale, and the classes drawn from ('' = all)."""
+    return ml_collections.ConfigDict(dict(
+        seed=0, min_turns=1, max_turns=4, actions_per_turn=2, calls_per_turn=3, classes=2,
+        distractor_classes=0, state_size=1, api_classes=""))
+
+
+def source_of(data: ml_collections.ConfigDict) -> TaskSource:
+    """The task source of a `data` section (`data.source`, `data.generated`), its fields named."""
+    field("data.source", lambda: TaskSource(data.source))
+    return field("data.generated", lambda: task_source(data.source, **data.generated.to_dict()))
+
+
 def default_config() -> ml_collections.ConfigDict:
     """Every field of a training run, with defaults; `configs/*.py` start from it. See the
     README's config reference."""
     c = ml_collections.ConfigDict()
     c.seed = 0
-    # An HF checkpoint directory; '' = the embedded default (built offline, cached).
+    # An HF checkpoint directory; '' = the embedded default (built offline, cached);
+    # "embedded:base" = its pretrained base (seetjax.base_model: SFT on generated tasks, cached).
     c.model = ml_collections.ConfigDict(dict(path="", **LOAD_FIELDS))
-    # Training tasks: the split's first `tasks_per_category` scenarios per category (0: all).
-    c.data = ml_collections.ConfigDict(dict(split="train", categories=",".join(CATEGORIES),
-                                            tasks_per_category=0, tasks_per_step=8))
+    # Training tasks: the split's first `tasks_per_category` scenarios per category (0: all,
+    # bfcl only), from `source`: "bfcl" (BFCL multi-turn) or "generated" (`generated` section).
+    c.data = ml_collections.ConfigDict(dict(source="bfcl", split="train",
+                                            categories=",".join(CATEGORIES),
+                                            tasks_per_category=0, tasks_per_step=8,
+                                            generated=generated_section()))
     c.env = ml_collections.ConfigDict(dict(prompt_style="compact", compact_description_chars=80,
                                            max_steps_per_turn=20))  # BfclEnvConfig
     c.limits = ml_collections.ConfigDict(dict(  # EpisodeLimits, in tokens
@@ -107,7 +128,8 @@ class Plan:
     sampling: SamplingParams
     eval_rollout: RolloutConfig
     categories: tuple[str, ...]
-    eval_splits: tuple[str, ...]
+    source: TaskSource
+    eval_splits: tuple[str, ...]  # each may name its source: "bfcl:test"
     eval_decodings: tuple[str, ...]
     seet: bool  # False: plain RL, no SEET mechanics (one standard stage, no counterfactual)
     max_pairs: int  # counterfactual pairs per process per step (0: none)
@@ -146,12 +168,14 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     for c in categories:
         if c not in CATEGORIES:
             raise ValueError(f"config.data.categories: {c!r} is not one of {CATEGORIES}")
-    if config.data.split not in SPLITS:
-        raise ValueError(f"config.data.split={config.data.split!r} not in {SPLITS}")
+    source = source_of(config.data)
+    field("data.split", lambda: source.resolve(config.data.split))
+    field("data.tasks_per_category",
+          lambda: source.check(config.data.split, config.data.tasks_per_category))
     eval_splits = tuple(s.strip() for s in config.eval.splits.split(",") if s.strip())
     for s in eval_splits:
-        if s not in SPLITS:
-            raise ValueError(f"config.eval.splits: {s!r} not in {SPLITS}")
+        field("eval.splits", lambda s=s: source.resolve(s))
+        field("eval.per_category", lambda s=s: source.check(s, config.eval.per_category))
 
     learner = field("learner", lambda: learner_config(config.learner.to_dict()))
     env = as_dataclass(BfclEnvConfig, config.env.to_dict(), "env")
@@ -190,7 +214,7 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
         from seetjax.sft import validate as validate_sft  # the SFT data side, only when used
         field("sft.run", lambda: validate_sft(config.sft.run))
     return Plan(stages, transitions, learner, rollout, sampling, eval_rollout,
-                categories, eval_splits, eval_decodings, seet, max_pairs)
+                categories, source, eval_splits, eval_decodings, seet, max_pairs)
 
 
 def _check_importance_ratios(config: ml_collections.ConfigDict, sampling: SamplingParams,

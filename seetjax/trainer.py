@@ -27,14 +27,13 @@ from jax.experimental import multihost_utils
 from tqdm import tqdm
 
 from seetjax import sharding
-from seetjax.envs.bfcl import load_split
+from seetjax.base_model import resolve_model_path
 from seetjax.envs.bfcl_data import BfclTask
 from seetjax.eval.evaluate import EVAL_STAGE, markdown
 from seetjax.eval.milestones import Milestone, evaluate_milestone
 from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.metrics import MetricsWriter
-from seetjax.models.embedded import embedded_model_dir
 from seetjax.models.hf import (
     load_hf_checkpoint,
     load_options,
@@ -79,11 +78,12 @@ class TrainRun:
 
     def run(self) -> dict[str, Any]:
         start = time.perf_counter()
-        base = Path(self.config.model.path or embedded_model_dir())
-        self.tasks = local_shard(load_split(self.config.data.split, self.plan.categories,
-                                            self.config.data.tasks_per_category or None))
-        self.split_tasks = {s: local_shard(load_split(s, self.plan.categories,
-                                                      self.config.eval.per_category or None))
+        base = resolve_model_path(self.config.model.path)
+        source = self.plan.source
+        self.tasks = local_shard(source.load(self.config.data.split, self.plan.categories,
+                                             self.config.data.tasks_per_category or None))
+        self.split_tasks = {s: local_shard(source.load(s, self.plan.categories,
+                                                       self.config.eval.per_category or None))
                             for s in self.plan.eval_splits}
         # SFT keeps the tokenizer: one evaluation rollout serves every milestone.
         tokenizer = Tokenizer.from_pretrained(base)
@@ -351,7 +351,7 @@ def restore_run(workdir: str | os.PathLike, step: int | None = None
     config = ml_collections.ConfigDict(json.loads((workdir / "config.json").read_text()))
     plan = build_plan(config)
     start = (workdir / "sft" / "model" if config.sft.enabled
-             else Path(config.model.path or embedded_model_dir()))
+             else resolve_model_path(config.model.path))
     model = load_hf_checkpoint(start, **load_options(config.model),
                                value_head=plan.learner.term("value") is not None)
     learner, state = create_learner(model, plan.learner, seed=config.seed,

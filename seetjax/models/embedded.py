@@ -1,9 +1,10 @@
 """The embedded default model: built offline, deterministically, cached on disk.
 
 A byte-level BPE tokenizer trained on BFCL multi-turn text (user questions, function docs,
-ground-truth calls) with our ChatML-style chat template, and a tiny randomly initialised
-Qwen2-architecture model, written together as one Hugging Face directory. Nothing is fetched from a
-hub; the same seed and spec rebuild the same bytes.
+ground-truth calls) and on generated tasks' text of the training vocabulary (`generated_corpus`;
+the held-out test vocabulary is never seen) with our ChatML-style chat template, and a tiny
+randomly initialised Qwen2-architecture model, written together as one Hugging Face directory.
+Nothing is fetched from a hub; the same seed and spec rebuild the same bytes.
 """
 
 from __future__ import annotations
@@ -12,21 +13,20 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from importlib import metadata
 from pathlib import Path
 
 from flax import nnx
 
-from seetjax.cache import cache_root
-from seetjax.envs import bfcl_data
+from seetjax.cache import cached_directory
+from seetjax.envs import bfcl_data, generated
+from seetjax.envs.generated import generate_tasks
 from seetjax.models.config import ModelConfig
 from seetjax.models.hf import save_hf_checkpoint
 from seetjax.models.tokenizer import train_bpe_tokenizer
 from seetjax.models.transformer import Transformer
 
-_BUILDER_VERSION = 1
+_BUILDER_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,10 +64,35 @@ def bfcl_corpus() -> list[str]:
     return texts
 
 
+# Generated tasks in the tokenizer's corpus: per category, from a stream no run trains on.
+CORPUS_TASKS_PER_CATEGORY = 100
+CORPUS_STREAM_SEED = 7919
+
+
+def generated_corpus() -> list[str]:
+    """Generated-task text of the training vocabulary (questions, ground-truth calls), fixed
+    order: the tokenizer then encodes the generated tasks as compactly as BFCL's."""
+    texts = []
+    for category in bfcl_data.CATEGORIES:
+        for task in generate_tasks(CORPUS_TASKS_PER_CATEGORY, seed=CORPUS_STREAM_SEED,
+                                   split="train", category=category):
+            texts.extend(m["content"] for turn in task.turns for m in turn)
+            texts.extend(call for turn in task.ground_truth_text for call in turn)
+    return texts
+
+
+def generator_digest() -> str:
+    """A digest of the generator's source: the corpus (and so the tokenizer) changes with it."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(generated.__file__).parent.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def build_embedded_model(out_dir: str | os.PathLike, spec: EmbeddedSpec | None = None) -> Path:
     """Trains the tokenizer, initialises the model from `spec.seed`, writes both to `out_dir`."""
     spec = spec or EmbeddedSpec()
-    tokenizer = train_bpe_tokenizer(bfcl_corpus(), spec.vocab_size)
+    tokenizer = train_bpe_tokenizer(bfcl_corpus() + generated_corpus(), spec.vocab_size)
     if len(tokenizer) != spec.vocab_size:
         raise RuntimeError(f"BPE training gave {len(tokenizer)} tokens, wanted {spec.vocab_size}")
     hf = tokenizer.hf
@@ -78,24 +103,9 @@ def build_embedded_model(out_dir: str | os.PathLike, spec: EmbeddedSpec | None =
 
 def embedded_model_dir(spec: EmbeddedSpec | None = None,
                        cache_dir: str | os.PathLike | None = None) -> Path:
-    """The embedded default's directory, built on first use (atomically: concurrent callers,
-    e.g. test workers, never see a half-written directory)."""
+    """The embedded default's directory, built on first use (`cached_directory`)."""
     spec = spec or EmbeddedSpec()
-    key = json.dumps([_BUILDER_VERSION, dataclasses.asdict(spec), metadata.version("bfcl-eval"),
-                      metadata.version("tokenizers")])
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    root = Path(cache_dir) if cache_dir is not None else cache_root()
-    final = root / f"embedded-{digest}"
-    if (final / "config.json").exists():
-        return final
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
-    try:
-        build_embedded_model(tmp, spec)
-        os.rename(tmp, final)
-    except OSError:
-        if not (final / "config.json").exists():  # not a lost race: a real failure
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
+    key = [_BUILDER_VERSION, dataclasses.asdict(spec), metadata.version("bfcl-eval"),
+           metadata.version("tokenizers"), generator_digest()]
+    return cached_directory("embedded", key, lambda tmp: build_embedded_model(tmp, spec),
+                            cache_dir)
