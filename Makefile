@@ -44,11 +44,16 @@ test: install-test
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n auto tests
 
+# The peer benchmarks, side by side with PyTorch on the same pinned CPUs (THREADS=0: all), then one
+# table of this invocation's figures (medians, spreads, ratios, load); rows also go to BENCHMARKS.md.
+THREADS ?= 0
 bench: install-test
-	$(BIN)/python experiments/benchmarks/bench_sampler.py
-	$(BIN)/python experiments/benchmarks/bench_learner.py
-	$(BIN)/python experiments/benchmarks/bench_sft.py
-	$(BIN)/python experiments/benchmarks/bench_attention.py
+	rm -f runs/bench/results.jsonl
+	$(BIN)/python experiments/benchmarks/bench_sampler.py --threads=$(THREADS)
+	$(BIN)/python experiments/benchmarks/bench_learner.py --threads=$(THREADS)
+	$(BIN)/python experiments/benchmarks/bench_sft.py --threads=$(THREADS)
+	$(BIN)/python experiments/benchmarks/bench_attention.py --threads=$(THREADS)
+	$(BIN)/python experiments/benchmarks/table.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -15,7 +15,6 @@ import argparse
 import datetime
 import os
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -27,6 +26,7 @@ from seetjax.models.embedded import embedded_model_dir
 from seetjax.models.hf import load_hf_checkpoint
 
 sys.path.insert(0, os.path.dirname(__file__))
+from harness import alternate, load, pin_threads, record, summary  # noqa: E402
 from report import add_row, cpu_machine  # noqa: E402
 
 TITLE = "Training attention: causal query blocks vs one block (bench_attention.py)"
@@ -56,9 +56,11 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=4)
     parser.add_argument("--length", type=int, default=2048)
     parser.add_argument("--blocks", default="0,512,256")
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="CPUs (0: all)")
     parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args()
+    cpus = pin_threads(args.threads)
     blocks = [int(b) for b in args.blocks.split(",")]
     cfg = load_hf_checkpoint(embedded_model_dir()).config
     tokens = jax.random.randint(jax.random.key(0), (args.rows, args.length), 0, cfg.vocab_size)
@@ -68,25 +70,24 @@ def main() -> None:
                               tokens)
         results[block] = jax.block_until_ready(step(state))  # compiles
         steps[block] = (step, state)
-    times = {block: [] for block in blocks}
-    for _ in range(args.rounds):
-        for block, (step, state) in steps.items():
-            start = time.perf_counter()
-            jax.block_until_ready(step(state))
-            times[block].append(time.perf_counter() - start)
-    rate = {b: args.rows * args.length / float(np.median(t)) for b, t in times.items()}
+    times = alternate({b: lambda s=steps[b]: jax.block_until_ready(s[0](s[1])) for b in blocks},
+                      args.rounds, warmup=0)
+    rates = {b: summary(t, args.rows * args.length) for b, t in times.items()}
+    rate = {b: r.rate for b, r in rates.items()}
     ref_loss, ref_grads = results[blocks[0]]
     diff = max(max(abs(float(loss - ref_loss)), max(float(abs(a - b).max()) for a, b in zip(
         jax.tree.leaves(grads), jax.tree.leaves(ref_grads)))) for loss, grads in results.values())
-    cells = [", ".join(f"{b}: {rate[b]:,.0f}" for b in blocks),
+    cells = [", ".join(f"{b}: {rates[b]}" for b in blocks),
              ", ".join(f"{b}: {rate[b] / rate[blocks[0]]:.2f}x" for b in blocks[1:]),
              f"{diff:.1e}"]
     print(dict(zip(COLUMNS[3:], cells)))
+    setting = (f"embedded tiny Qwen2 f32, forward + backward, {args.rows} x {args.length}, "
+               f"{len(cpus)} threads, median of {args.rounds} alternating rounds, "
+               f"load {load():.1f}")
+    record("training attention (block size)", setting, {f"block {b}": r for b, r in rates.items()},
+           f"{rate[blocks[-1]] / rate[blocks[0]]:.2f}x ({blocks[-1]} over {blocks[0]})")
     if not args.no_record:
-        add_row(TITLE, COLUMNS, [datetime.date.today().isoformat(), cpu_machine(),
-                                 f"embedded tiny Qwen2 f32, forward + backward, {args.rows} x "
-                                 f"{args.length}, median of {args.rounds} alternating rounds, "
-                                 f"load {os.getloadavg()[0]:.1f}"] + cells)
+        add_row(TITLE, COLUMNS, [datetime.date.today().isoformat(), cpu_machine(), setting] + cells)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ seetjax's MFU against a measured fp32 matmul peak, and appends a row to BENCHMAR
 
     python experiments/benchmarks/bench_learner.py [--rows 8 --length 512 --rounds 5]
 
+Both sides run pinned to the same `--threads` CPUs (0: all), warmed up, in alternating rounds;
+rates are medians with their spread, and the load average is recorded with them.
+
 On a GPU: `--preset qwen2.5-1.5b --dtype bfloat16 --no-torch` reports the MFU of a bf16 update
 against the device's peak.
 """
@@ -34,6 +37,7 @@ from seetjax.models import PRESETS, Transformer
 from seetjax.models.hf import save_hf_checkpoint
 
 sys.path.insert(0, os.path.dirname(__file__))
+from harness import alternate, load, pin_threads, record, summary  # noqa: E402
 from report import add_row, cpu_machine  # noqa: E402
 from torch_peer import optimizer_step, torch_model_and_optimizer  # noqa: E402
 
@@ -122,39 +126,36 @@ def main() -> None:
     parser.add_argument("--preset", default="tiny-qwen2")
     parser.add_argument("--rows", type=int, default=8)
     parser.add_argument("--length", type=int, default=512)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=0, help="CPUs for both sides (0: all)")
     parser.add_argument("--dtype", default="float32", help="compute dtype of the seetjax model")
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args()
 
+    cpus = pin_threads(args.threads)
     cfg = PRESETS[args.preset].replace(dtype=args.dtype)
     model = Transformer(cfg, rngs=nnx.Rngs(0))
     data = make_batch(args.rows, args.length, cfg.vocab_size)
     tokens = args.rows * args.length
-    ours = seetjax_update(model, data)
-    theirs = torch_first = None
+    runs = {"seetjax": seetjax_update(model, data)}
     if not args.no_torch:
         with tempfile.TemporaryDirectory() as hf_dir:
             save_hf_checkpoint(model, hf_dir)
-            theirs = torch_update(hf_dir, data)
+            runs["pytorch"] = torch_update(hf_dir, data)
     # First updates: compile / warm up, and check both compute the same loss on the same weights.
-    _, first = timed(ours)
-    compile_s = first["step_seconds"]
-    line = f"first update: seetjax loss {first['loss']:.6f} (incl. compile {compile_s:.1f}s)"
-    if theirs is not None:
-        torch_first = theirs()["loss"]
+    first = runs["seetjax"]()
+    line = f"first update: seetjax loss {first['loss']:.6f} (incl. compile {first['step_seconds']:.1f}s)"
+    torch_first = None
+    if "pytorch" in runs:
+        torch_first = runs["pytorch"]()["loss"]
         line += f", torch loss {torch_first:.6f}, |diff| {abs(first['loss'] - torch_first):.2e}"
     print(line)
-    ours_s, theirs_s, mfu = [], [], []
-    for _ in range(args.rounds):
-        seconds, metrics = timed(ours)
-        ours_s.append(seconds)
-        mfu.append(metrics.get("mfu"))
-        if theirs is not None:
-            theirs_s.append(timed(theirs)[0])
-    jax_tps = tokens / statistics.median(ours_s)
-    print(f"seetjax: {jax_tps:,.0f} tokens/s (median of {args.rounds})")
+    times = alternate(runs, args.rounds, warmup=0)
+    rates = {name: summary(t, tokens) for name, t in times.items()}
+    ours_s = times["seetjax"]
+    jax_tps = rates["seetjax"].rate
+    print(f"seetjax: {rates['seetjax']} tokens/s (median of {args.rounds}, {len(cpus)} CPUs)")
     device = jax.devices()[0]
     if device.platform == "cpu":
         peak = matmul_peak()
@@ -162,18 +163,22 @@ def main() -> None:
         mfu_text = (f"{model_flops / statistics.median(ours_s) / peak:.0%} of "
                     f"{peak / 1e9:.0f} GFLOP/s measured fp32 matmul")
     else:
+        mfu = [runs["seetjax"]()["mfu"] for _ in range(3)]  # the learner's own MFU figure
         mfu_text = f"{statistics.median(mfu):.1%} of {device.device_kind} bf16 peak"
     print(f"seetjax MFU: {mfu_text}")
+    setting = (f"{args.preset} {cfg.dtype}, batch {args.rows} x {args.length}, {len(cpus)} "
+               f"threads each, median of {args.rounds} alternating rounds, load {load():.1f}")
     row = [datetime.date.today().isoformat(),
-           cpu_machine() if device.platform == "cpu" else device.device_kind,
-           f"{args.preset} {cfg.dtype}, batch {args.rows} x {args.length}, median of "
-           f"{args.rounds} alternating rounds, load {os.getloadavg()[0]:.1f}",
-           f"{jax_tps:,.0f}", "-", "-", mfu_text, "-"]
-    if theirs is not None:
-        torch_tps = tokens / statistics.median(theirs_s)
-        print(f"pytorch: {torch_tps:,.0f} tokens/s; seetjax / pytorch = {jax_tps / torch_tps:.2f}x")
-        row[4:6] = [f"{torch_tps:,.0f}", f"{jax_tps / torch_tps:.2f}x"]
+           cpu_machine() if device.platform == "cpu" else device.device_kind, setting,
+           str(rates["seetjax"]), "-", "-", mfu_text, "-"]
+    ratio = "-"
+    if "pytorch" in rates:
+        torch_tps = rates["pytorch"].rate
+        ratio = f"{jax_tps / torch_tps:.2f}x"
+        print(f"pytorch: {rates['pytorch']} tokens/s; seetjax / pytorch = {ratio}")
+        row[4:6] = [str(rates["pytorch"]), ratio]
         row[7] = f"{abs(first['loss'] - torch_first):.1e}"
+    record("learner (GRPO update)", setting, rates, ratio)
     if not args.no_record:
         add_row(TITLE, COLUMNS, row)
 

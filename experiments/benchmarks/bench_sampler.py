@@ -1,9 +1,10 @@
 """Sampler throughput: seetjax's jitted KV-cache sampler vs transformers `generate`, side by side.
 
 Same random tiny Qwen2 weights (PRESETS['tiny-qwen2']), same batch, prompt length and number of new
-tokens, temperature-1 sampling, in one run; prints new tokens/s of each and their ratio and appends
-a row to BENCHMARKS.md. On a GPU it also times decode of a Qwen2.5-1.5B-shaped random model in bf16
-and reports its fraction of the memory-bandwidth bound.
+tokens, temperature-1 sampling, in one run: both pinned to the same `--threads` CPUs, warmed up,
+timed in alternating rounds; prints median new tokens/s of each with its spread, and their ratio,
+and appends a row to BENCHMARKS.md. On a GPU it also times decode of a Qwen2.5-1.5B-shaped random
+model in bf16 and reports its fraction of the memory-bandwidth bound.
 
     python experiments/benchmarks/bench_sampler.py [--batch 8 --prompt 256 --new 128]
 """
@@ -27,23 +28,13 @@ from seetjax.models.hf import load_hf_checkpoint, save_hf_checkpoint
 from seetjax.sampling import Sampler, SamplingParams
 
 sys.path.insert(0, os.path.dirname(__file__))
+from harness import alternate, load, pin_threads, record, summary  # noqa: E402
 from report import add_row, cpu_machine  # noqa: E402
 
 TITLE = "Sampler: seetjax vs transformers generate (bench_sampler.py)"
 COLUMNS = ["date", "machine", "setting", "seetjax new tok/s", "transformers new tok/s", "speed-up"]
 # Peak HBM bandwidth by device kind (vendor figures), for the decode roofline.
 HBM_BYTES_PER_S = {"H100": 3.35e12, "H200": 4.8e12, "A100": 2.0e12}
-
-
-def time_runs(fn, repeats: int) -> float:
-    """Median wall time of `repeats` calls after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def seetjax_generate(sampler: Sampler, params, prompts, new: int, seed: int = 0):
@@ -58,7 +49,6 @@ def seetjax_generate(sampler: Sampler, params, prompts, new: int, seed: int = 0)
 def torch_generate(model_dir: str, prompts, new: int):
     import torch
     import transformers
-    torch.set_num_threads(os.cpu_count() or 1)
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir).eval()
     ids = torch.tensor(prompts)
 
@@ -71,17 +61,18 @@ def torch_generate(model_dir: str, prompts, new: int):
     return run
 
 
-def cpu_comparison(batch: int, prompt: int, new: int, repeats: int) -> dict:
+def cpu_comparison(batch: int, prompt: int, new: int, rounds: int) -> dict:
+    """Both generators on the same prompts, warmed up, in alternating rounds."""
     cfg = PRESETS["tiny-qwen2"].replace(rope_theta=10000.0)
     prompts = np.random.RandomState(0).randint(3, cfg.vocab_size, (batch, prompt)).tolist()
     with tempfile.TemporaryDirectory() as model_dir:
         save_hf_checkpoint(Transformer(cfg, rngs=nnx.Rngs(0)), model_dir)
         model = load_hf_checkpoint(model_dir)
         sampler = Sampler(model, pad_id=0)
-        ours = time_runs(seetjax_generate(sampler, nnx.state(model), prompts, new), repeats)
-        theirs = time_runs(torch_generate(model_dir, prompts, new), repeats)
-    tokens = batch * new
-    return {"ours": tokens / ours, "theirs": tokens / theirs, "ratio": theirs / ours,
+        times = alternate({"seetjax": seetjax_generate(sampler, nnx.state(model), prompts, new),
+                           "transformers": torch_generate(model_dir, prompts, new)}, rounds)
+    rates = {name: summary(t, batch * new) for name, t in times.items()}
+    return {"rates": rates, "ratio": rates["seetjax"].rate / rates["transformers"].rate,
             "compiles": sampler.compile_count()}
 
 
@@ -121,15 +112,21 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--prompt", type=int, default=256)
     parser.add_argument("--new", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5, help="alternating rounds")
+    parser.add_argument("--threads", type=int, default=0, help="CPUs for both sides (0: all)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
+    cpus = pin_threads(args.threads)
     date = datetime.date.today().isoformat()
     r = cpu_comparison(args.batch, args.prompt, args.new, args.repeats)
-    print(f"seetjax {r['ours']:.0f} new tokens/s, transformers {r['theirs']:.0f} new tokens/s, "
-          f"ratio {r['ratio']:.2f}x ({r['compiles']} compiled programs)")
-    rows = [[date, cpu_machine(), f"tiny-qwen2 f32, batch {args.batch}, prompt {args.prompt}, "
-             f"{args.new} new, T=1", f"{r['ours']:.0f}", f"{r['theirs']:.0f}",
+    rates = r["rates"]
+    print(f"seetjax {rates['seetjax']} new tokens/s, transformers {rates['transformers']} new "
+          f"tokens/s, ratio {r['ratio']:.2f}x ({r['compiles']} compiled programs)")
+    setting = (f"tiny-qwen2 f32, batch {args.batch}, prompt {args.prompt}, {args.new} new, T=1, "
+               f"{len(cpus)} threads each, median of {args.repeats} alternating rounds, "
+               f"load {load():.1f}")
+    record("sampler (new tokens)", setting, rates, f"{r['ratio']:.2f}x")
+    rows = [[date, cpu_machine(), setting, str(rates["seetjax"]), str(rates["transformers"]),
              f"{r['ratio']:.2f}x"]]
     if jax.devices()[0].platform == "gpu":
         g = gpu_decode(batch=64, prompt=512, new=256, repeats=args.repeats)

@@ -5,12 +5,13 @@ real tool results) formatted to at most --length tokens. seetjax trains on the S
 batches of static shape [rows, length]: packed (several dialogs per row, segment-masked attention)
 and padded (one dialog per row). The PyTorch peer (transformers Qwen2, masked cross-entropy,
 global-norm clipping, AdamW: what TRL's SFT trainer does per step) trains on the padded batches'
-dialogs, each batch padded only to its longest dialog (dynamic padding, as collators do). Rounds
-alternate between the three so machine load hits all alike; throughput is dialog tokens (padding
-excluded) per second over all rounds. The first padded update's loss is compared with PyTorch's
+dialogs, each batch padded only to its longest dialog (dynamic padding, as collators do). All
+three run pinned to the same `--threads` CPUs; rounds alternate between them so machine load hits
+all alike; throughput is the median per-round rate of dialog tokens (padding excluded), with its
+spread. The first padded update's loss is compared with PyTorch's
 on the same batch and weights as a check that both compute the same objective.
 
-    python experiments/benchmarks/bench_sft.py [--rows 4 --length 2048 --rounds 4]
+    python experiments/benchmarks/bench_sft.py [--rows 4 --length 2048 --rounds 5 --threads 2]
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from seetjax.models.hf import load_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
 
 sys.path.insert(0, os.path.dirname(__file__))
+from harness import alternate, load, pin_threads, record, summary  # noqa: E402
 from report import add_row, cpu_machine  # noqa: E402
 from torch_peer import optimizer_step, torch_model_and_optimizer  # noqa: E402
 
@@ -90,11 +92,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=4)
     parser.add_argument("--length", type=int, default=2048)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="CPUs for both sides (0: all)")
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--no-record", action="store_true", help="print only")
     args = parser.parse_args()
 
+    cpus = pin_threads(args.threads)
     path = embedded_model_dir()
     tokenizer = Tokenizer.from_pretrained(path)
     dialogs, _ = bfcl_dialogs("train", prompt_style="compact")
@@ -116,31 +120,34 @@ def main() -> None:
     first = {name: run(0)["loss"] for name, run in runners.items()}
     difference = abs(first["padded"] - first["pytorch"]) if "pytorch" in first else None
     print("first update loss: " + ", ".join(f"{k} {v:.6f}" for k, v in first.items()))
-    seconds = dict.fromkeys(runners, 0.0)
-    tokens = dict.fromkeys(runners, 0)
-    for i in range(1, count):
-        for name, run in runners.items():
-            start = time.perf_counter()
-            run(i)
-            seconds[name] += time.perf_counter() - start
-            tokens[name] += int((data[name][i]["segment_ids"] > 0).sum())
-    rate = {name: tokens[name] / seconds[name] for name in runners}
+    def cycled(name: str):  # each call trains on the next batch: 1, 2, ...
+        batch = iter(range(1, count))
+        return lambda: runners[name](next(batch))
+
+    times = alternate({name: cycled(name) for name in runners}, args.rounds, warmup=0)
+    rates = {name: summary(times[name], [int((data[name][i]["segment_ids"] > 0).sum())
+                                         for i in range(1, count)]) for name in runners}
+    rate = {name: r.rate for name, r in rates.items()}
     fill = {name: float(np.mean([(b["segment_ids"] > 0).mean() for b in data[name][1:]]))
             for name in ("packed", "padded")}
     for name in runners:
-        print(f"{name}: {rate[name]:,.0f} dialog tokens/s")
-    row = [datetime.date.today().isoformat(), cpu_machine(),
-           f"embedded tiny Qwen2 f32, BFCL compact dialogs, {args.rows} x {args.length}, "
-           f"{args.rounds} alternating rounds, load {os.getloadavg()[0]:.1f}",
-           f"{rate['packed']:,.0f}", f"{rate['padded']:,.0f}", "-", "-",
+        print(f"{name}: {rates[name]} dialog tokens/s")
+    setting = (f"embedded tiny Qwen2 f32, BFCL compact dialogs, {args.rows} x {args.length}, "
+               f"{len(cpus)} threads each, median of {args.rounds} alternating rounds, "
+               f"load {load():.1f}")
+    row = [datetime.date.today().isoformat(), cpu_machine(), setting,
+           str(rates["packed"]), str(rates["padded"]), "-", "-",
            f"{fill['packed']:.0%} / {fill['padded']:.0%}", "-"]
+    ratio = "-"
     if "pytorch" in rate:
-        row[5:7] = [f"{rate['pytorch']:,.0f}", f"{rate['packed'] / rate['pytorch']:.2f}x"]
+        ratio = f"{rate['packed'] / rate['pytorch']:.2f}x"
+        row[5:7] = [str(rates["pytorch"]), ratio]
         row[8] = f"{difference:.1e}"
         print(f"seetjax packed / pytorch = {rate['packed'] / rate['pytorch']:.2f}x; first-update "
               f"loss difference {difference:.1e}")
     if jax.devices()[0].platform != "cpu":
         row[1] = jax.devices()[0].device_kind
+    record("SFT (dialog tokens)", setting, rates, ratio)
     if not args.no_record:
         add_row(TITLE, COLUMNS, row)
 
