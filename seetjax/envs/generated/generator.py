@@ -21,6 +21,8 @@ from its own `random.Random`, never from global state. The `test` split uses dis
 from __future__ import annotations
 
 import copy
+import functools
+import itertools
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,7 +41,7 @@ from seetjax.envs.bfcl_data import (
     task_from_entry,
 )
 from seetjax.envs.generated import templates
-from seetjax.envs.generated.plans import CLASSES, Action, PlanContext, propose
+from seetjax.envs.generated.plans import CLASSES, Action, PlanContext, plausible, propose
 from seetjax.envs.generated.vocab import SPLITS
 from seetjax.envs.generated.world import initial_config
 from seetjax.tools.executor import ToolExecutor
@@ -55,7 +57,7 @@ class Difficulty:
     turns: (min, max) planned user turns (miss_param and miss_func add one more);
     actions_per_turn: at most this many requests in one user turn;
     calls_per_turn: at most this many ground-truth calls in one turn;
-    classes: at most this many API classes the plan uses;
+    classes: at most this many API classes the plan uses (at most one domain class: `plans`);
     distractor_classes: extra involved classes whose tools are listed but never needed;
     state_size: scale of the initial state (long_context tasks triple it).
     """
@@ -125,7 +127,7 @@ def task_entry(task: BfclTask) -> dict[str, Any]:
 def _build(rng: random.Random, task_id: str, split: str, category: str, difficulty: Difficulty,
            classes: tuple[str, ...]) -> BfclTask:
     long_context = category == "long_context"
-    used = rng.sample(classes, rng.randint(1, min(difficulty.classes, len(classes))))
+    used = _draw_classes(rng, classes, difficulty.classes)
     spare = [c for c in classes if c not in used]
     involved = used + rng.sample(spare, min(difficulty.distractor_classes, len(spare)))
     rng.shuffle(involved)
@@ -171,6 +173,21 @@ def _build(rng: random.Random, task_id: str, split: str, category: str, difficul
     return task_from_entry(category, entry)
 
 
+def _draw_classes(rng: random.Random, classes: tuple[str, ...], most: int) -> list[str]:
+    """1..`most` of `classes` for the plan, redrawn until `plausible` (as BFCL combines them)
+    when `classes` has a plausible set of that size at all."""
+    used = rng.sample(classes, rng.randint(1, min(most, len(classes))))
+    if _has_plausible(classes, len(used)):
+        while not plausible(used):
+            used = rng.sample(classes, len(used))
+    return used
+
+
+@functools.cache
+def _has_plausible(classes: tuple[str, ...], size: int) -> bool:
+    return any(plausible(c) for c in itertools.combinations(classes, size))
+
+
 def _plan_turn(ctx: PlanContext, used: list[str], difficulty: Difficulty,
                vague: bool) -> list[Action]:
     """The actions of one turn, each executed on the live instances before it is kept. A vague
@@ -195,6 +212,7 @@ def _plan_turn(ctx: PlanContext, used: list[str], difficulty: Difficulty,
             continue
         ctx.executor = trial
         ctx.last_output[class_name] = results[-1].output
+        ctx.known.update(action.teaches)
         actions.append(action)
         calls += len(action.calls)
     if not actions:

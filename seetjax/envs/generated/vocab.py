@@ -4,7 +4,9 @@ The held-out `test` split must test compositional generalisation, not memorisati
 task names (people, file and folder names, file lines, ticket titles, message texts...) comes from
 a list whose items are assigned to `train` or `test` by a stable hash of the item, so no entity of
 a test task ever appears in a train task. Numbers (math arguments, priorities) are not entities and
-are shared. The lists are our own, written for this generator.
+are shared, and so are the enumerations BFCL's tools fix (travel classes, currencies, sectors, car
+doors). The lists are our own, written for this generator, except the closed sets BFCL's tools
+know by name (`city`, `company`): those are split too, the cities by hand (`_TEST_MEMBERS`).
 """
 
 from __future__ import annotations
@@ -97,6 +99,82 @@ _WORDS = {
         the router to factory settings|Rebuilt the search index|Granted the missing role|Moved
         the mailbox to a larger plan|Updated the tax table|Restarted the build agents
     """,
+    "surname": """
+        Abbott Barker Castillo Delaney Ellison Fairbanks Gallagher Holloway Iverson Jablonski
+        Kowalski Lindqvist Moreau Nakamura Okafor Petrov Quinlan Rasmussen Santoro Takahashi
+        Underwood Valdez Whitaker Yamamoto Zimmerman Ashdown Bellamy Carrick Draycott Eastwood
+        Fenwick Granger Hartley Ingram Jessup Kendrick Lockhart Marlowe Norwood Pemberton
+        Radcliffe Sinclair Thorne Winslow Yardley
+    """,
+    # BFCL's travel and vehicle tools know only these cities (get_nearest_airport_by_city,
+    # get_zipcode_based_on_city); their split is chosen by hand (`_TEST_MEMBERS`).
+    "city": """
+        Rivermist|Stonebrook|Maplecrest|Silverpine|Shadowridge|London|Paris|Sunset Valley|
+        Oakendale|Willowbend|Crescent Hollow|Autumnville|Pinehaven|Greenfield|San Francisco|
+        Los Angeles|New York|Chicago|Boston|Beijing|Hong Kong|Rome|Tokyo
+    """,
+    # The companies BFCL's get_symbol_by_name knows; other stocks are ours (`ticker`).
+    "company": """
+        Apple|Google|Tesla|Microsoft|Nvidia|Zeta Corp|Alpha Tech|Omega Industries|Quasar Ltd.|
+        Neptune Systems|Synex Solutions|Amazon|Gorilla
+    """,
+    "ticker": """
+        BRXN CLVO DYNQ ELMR FOXT GRNV HLXA IONZ JUPR KRYS LUMQ MRVX NOVB ORBQ PLSM QRKT RDNX SOLQ
+        TRVQ UMBX VELK WNDX XENQ YLDR ZPHR ACRQ BLZQ CRVZ DNMQ EVRX FLKQ GYRO HPTX INKQ JOLT KVRA
+    """,
+    "tweet": """
+        Just shipped a new feature, feels great|Morning run done before sunrise|Reading a
+        fantastic book on urban design|Our team hit the quarterly goal|Trying out a new pasta
+        recipe tonight|The conference keynote was inspiring|Finally fixed that flaky test|Rainy
+        days are perfect for coding|Looking for podcast recommendations|The garden tomatoes are
+        ripe|Halfway through the marathon training plan|New blog post about data pipelines is
+        up|Coffee first, questions later|Volunteering at the food bank this weekend|The sunset
+        over the bay was unreal|Learning to play the cello at forty|Our startup just closed its
+        first round|Weekend hike with the dogs|Debugging is like being a detective|The museum
+        reopened its modern art wing|Bike commute beats traffic every time|Excited for the
+        product launch next week|Planted three new trees in the backyard|The library book sale
+        starts friday|Hot take: tabs are better than spaces|Just adopted a rescue cat|Working
+        from the mountains this month|The new cafe downtown has great pastries|Wrapped up a
+        long sprint today|Grateful for a supportive team
+    """,
+    "hashtag": """
+        launchday fitness booklover milestone foodie keynote testing rainyday podcasts gardening
+        marathon datapipelines coffee volunteering sunset music startup hiking debugging museums
+        cycling productlaunch sustainability bookfair devlife adoptdontshop remotework pastry
+        sprint gratitude photography travelgram mondaymotivation opensource weekendvibes
+    """,
+    "comment": """
+        Congrats, well deserved!|This is so inspiring|Totally agree with this|Can you share more
+        details?|Great work, keep it up|Love this update|Count me in next time|Thanks for
+        sharing|That looks amazing|Wishing you the best of luck|So proud of the team|Where can I
+        find the slides?|Looking forward to it|Brilliant idea|Let's catch up soon about this|
+        This made my day|Saving this for later|Happy to help if needed|Nice, what tools did you
+        use?|Cannot wait to try it
+    """,
+    "street": """
+        Maple Avenue|Birch Lane|Harbor Road|Juniper Street|Quarry Drive|Lantern Way|Orchard
+        Boulevard|Willow Court|Copper Street|Meadow Lane|Granite Avenue|Falcon Drive|Cedar
+        Terrace|Beacon Street|Ridge Road|Chestnut Place|Sparrow Lane|Mill Street|Lakeview
+        Drive|Summit Avenue|Pine Hollow Road|Elm Crescent|Foundry Lane|Riverside Drive|Aspen
+        Way|Clover Street|Harvest Road|Marble Avenue|Tidewater Lane|Orchid Court
+    """,
+    "support": """
+        My seat assignment disappeared|I need to change my meal preference|The confirmation
+        email never arrived|Please add extra legroom if possible|I was charged twice for this
+        booking|Can I bring my bicycle on board?|My name is misspelled on the ticket|I need
+        wheelchair assistance at the gate|The app shows the wrong departure time|I would like
+        to add a checked bag|Is there an earlier connection available?|My loyalty number is
+        missing from the booking|I need a receipt for my employer|Can the booking be moved
+        to the next day?|I am travelling with a service animal
+    """,
+}
+
+# Closed sets of BFCL's own tools: the hash would leave too few cities in test for a flight
+# route or a driving distance between two of them, so test's part is chosen by hand (both splits
+# keep routes and distances; tests/envs/test_generated.py checks it).
+_TEST_MEMBERS: dict[str, frozenset[str]] = {
+    "city": frozenset({"Shadowridge", "Sunset Valley", "Autumnville", "Crescent Hollow",
+                       "Pinehaven", "Tokyo", "Paris"}),
 }
 
 
@@ -107,7 +185,8 @@ def _items(kind: str) -> tuple[str, ...]:
 
 
 def split_of(item: str) -> str:
-    """`train` or `test`: the split an entity belongs to, fixed by the SHA-256 of its text."""
+    """`train` or `test`: the split an entity belongs to, fixed by the SHA-256 of its text
+    (kinds in `_TEST_MEMBERS` are split by hand instead)."""
     digest = hashlib.sha256(f"seetjax-generated:{item}".encode()).digest()
     return "test" if digest[0] * 100 < _TEST_PERCENT * 256 else "train"
 
@@ -115,9 +194,13 @@ def split_of(item: str) -> str:
 @functools.cache
 def vocab(kind: str, split: str) -> tuple[str, ...]:
     """The entities of one kind (`person`, `stem`, `folder`, `line`, `title`, `description`,
-    `message`, `resolution`) that belong to `split`, in a fixed order."""
+    `message`, `resolution`, `surname`, `city`, `company`, `ticker`, `tweet`, `hashtag`,
+    `comment`, `street`, `support`) that belong to `split`, in a fixed order."""
     if split not in SPLITS:
         raise ValueError(f"unknown generated split {split!r}; one of {SPLITS}")
+    if kind in _TEST_MEMBERS:
+        held_out = _TEST_MEMBERS[kind]
+        return tuple(item for item in _items(kind) if (item in held_out) == (split == "test"))
     return tuple(item for item in _items(kind) if split_of(item) == split)
 
 

@@ -5,15 +5,11 @@ from __future__ import annotations
 import json
 import random
 
-from seetjax.envs.generated.plans.base import Action, PlanContext, call
+from seetjax.envs.generated.plans.base import Action, PlanContext, call, listed
 
 
 def _number(rng: random.Random) -> int | float:
     return rng.randint(2, 500) if rng.random() < 0.6 else round(rng.uniform(1, 500), 2)
-
-
-def _numbers_text(numbers: list[int | float]) -> str:
-    return ", ".join(str(n) for n in numbers[:-1]) + f" and {numbers[-1]}"
 
 
 _BINARY = ("add", "subtract", "multiply", "divide")
@@ -43,7 +39,7 @@ def math_aggregate(ctx: PlanContext) -> Action | None:
     tool = ctx.rng.choice(_AGGREGATES)
     numbers = [_number(ctx.rng) for _ in range(ctx.rng.randint(3, 5))]
     return Action(f"math.{tool}", (call(tool, numbers=numbers),),
-                  {"numbers": _numbers_text(numbers)}, "numbers")
+                  {"numbers": listed([str(n) for n in numbers])}, "numbers")
 
 
 def math_power(ctx: PlanContext) -> Action | None:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from seetjax.envs.generated.plans.base import Action, PlanContext, call, quoted, words_of
+from seetjax.envs.generated.plans.base import Action, PlanContext, call, needs, query, quoted, words_of
 from seetjax.envs.generated.vocab import vocab
 
 
@@ -17,13 +15,8 @@ def _message_login(ctx: PlanContext) -> Action | None:
                   {"user_id": quoted(user_id)})
 
 
-def _logged_in(propose: Callable[[PlanContext], Action | None]
-               ) -> Callable[[PlanContext], Action | None]:
-    """Proposes the login first when nobody is logged in to the messaging app."""
-    def wrapped(ctx: PlanContext) -> Action | None:
-        return _message_login(ctx) or propose(ctx)
-    wrapped.__name__ = propose.__name__
-    return wrapped
+# Proposes the login first when nobody is logged in to the messaging app.
+_logged_in = needs(_message_login)
 
 
 @_logged_in
@@ -81,19 +74,7 @@ def msg_search(ctx: PlanContext) -> Action | None:
                   {"keyword": quoted(keyword)}, "keyword")
 
 
-@_logged_in
-def msg_view(ctx: PlanContext) -> Action | None:
-    return Action("msg.view", (call("view_messages_sent"),))
-
-
-@_logged_in
-def msg_stats(ctx: PlanContext) -> Action | None:
-    return Action("msg.stats", (call("get_message_stats"),))
-
-
-def msg_list_users(ctx: PlanContext) -> Action | None:
-    return Action("msg.list_users", (call("list_users"),))
-
-
 PROPOSERS = (msg_send, msg_send, msg_add_and_send, msg_add_contact, msg_delete, msg_search,
-             msg_view, msg_stats, msg_list_users)
+             _logged_in(query("msg.view", "view_messages_sent")),
+             _logged_in(query("msg.stats", "get_message_stats")),
+             query("msg.list_users", "list_users"))

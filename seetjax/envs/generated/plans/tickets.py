@@ -5,25 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from seetjax.envs.generated.plans.base import Action, PlanContext, call, quoted
+from seetjax.envs.generated.plans.base import (
+    Action,
+    PlanContext,
+    call,
+    needs,
+    password_login,
+    quoted,
+)
 from seetjax.envs.generated.vocab import vocab
 
+_ticket_login = password_login("TicketAPI", "ticket.login", "ticket_login",
+                               lambda api: bool(api.current_user))
 
-def _ticket_login(ctx: PlanContext) -> Action | None:
-    if ctx.instance("TicketAPI").current_user:
-        return None
-    username, password = ctx.facts.credentials["TicketAPI"]
-    return Action("ticket.login", (call("ticket_login", username=username, password=password),),
-                  {"username": quoted(username), "password": quoted(password)})
-
-
-def _ticket_logged_in(propose: Callable[[PlanContext], Action | None]
-                      ) -> Callable[[PlanContext], Action | None]:
-    """Proposes the login first when the user is not logged in to the ticket system."""
-    def wrapped(ctx: PlanContext) -> Action | None:
-        return _ticket_login(ctx) or propose(ctx)
-    wrapped.__name__ = propose.__name__
-    return wrapped
+# Proposes the login first when the user is not logged in to the ticket system.
+_ticket_logged_in = needs(_ticket_login)
 
 
 def _ticket(ctx: PlanContext, allowed: Callable[[dict[str, Any]], bool]
@@ -97,9 +93,6 @@ def ticket_list(ctx: PlanContext) -> Action | None:
     status = ctx.rng.choice(["Open", "Closed", "Resolved"])
     return Action("ticket.list", (call("get_user_tickets", status=status),),
                   {"status": status.lower()})
-
-
-Proposer = Callable[[PlanContext], Action | None]
 
 
 PROPOSERS = (ticket_create, ticket_create, ticket_get, ticket_close, ticket_resolve,
