@@ -31,6 +31,12 @@ setup(
         "tqdm>=4.66",
         "matplotlib>=3.9",
         "tensorboardX>=2.6",
+        # Serving (seetjax/serving, launch/serve.py) and endpoint evaluation (--endpoint).
+        "fastapi>=0.160,<1",
+        "starlette>=1.0,<2",
+        "uvicorn>=0.30,<1",
+        "pydantic>=2.9,<3",
+        "openai>=3.0,<4",
     ],
     extras_require={
         # torch is a test-only dependency: parity tests and PyTorch peer benchmarks.
@@ -40,6 +46,7 @@ setup(
             "hypothesis>=6.100",
             "ruff>=0.17,<0.18",
             "torch==2.13.0",
+            "httpx2>=2.12,<3",  # raw HTTP in the serving tests (the openai client's own)
         ],
     },
 )

@@ -4,11 +4,16 @@
     python launch/evaluate.py --model=/models/Qwen2.5-7B-Instruct --per_category=0 \
         --prompt_style=native --dtype=bfloat16
     python launch/evaluate.py --run=runs/tiny --decoding=lenient,official   # + bfcl_eval's decoding
+    python launch/evaluate.py --endpoint=http://127.0.0.1:8000/v1 --model=NAME \
+        --prompt_style=native --api_key_env=OPENAI_API_KEY --concurrency=16   # any endpoint
 
 With --run, the model is the run's checkpoint (the latest, or --step) and the prompts, token limits
-and environment are the run's own; with --model they come from the flags. Greedy by default;
-writes <out>.md (a table per split in the leaderboard's form and the agent metrics) and <out>.json
-(per-entry verdicts).
+and environment are the run's own; with --model they come from the flags. With --endpoint, any
+OpenAI-compatible chat-completions endpoint (vLLM, SGLang, a hosted API, launch/serve.py) is
+evaluated through the `openai` client, --model naming its model: native function calling with
+--prompt_style=native, BFCL's prompt styles otherwise; same executor, checker and report.
+Greedy by default; writes <out>.md (a table per split in the leaderboard's form and the agent
+metrics) and <out>.json (per-entry verdicts).
 """
 
 import dataclasses
@@ -42,7 +47,26 @@ from seetjax.trainer import restore_run
 _RUN = flags.DEFINE_string("run", "", "A training run's workdir (its checkpoints).")
 _STEP = flags.DEFINE_integer("step", None, "With --run: the checkpoint step (default: latest).")
 _MODEL = flags.DEFINE_string(
-    "model", "", "HF directory; '' = the embedded default, 'embedded:base' its pretrained base.")
+    "model", "", "HF directory; '' = the embedded default, 'embedded:base' its pretrained base. "
+    "With --endpoint: the endpoint's model id.")
+_ENDPOINT = flags.DEFINE_string(
+    "endpoint", "", "An OpenAI-compatible API base URL (http://host:port/v1) to evaluate instead "
+    "of a local model.")
+_API_KEY_ENV = flags.DEFINE_string(
+    "api_key_env", "OPENAI_API_KEY", "With --endpoint: the environment variable holding its API "
+    "key (unset: none sent).")
+_CONCURRENCY = flags.DEFINE_integer("concurrency", 8,
+                                    "With --endpoint: episodes played at once.")
+_MAX_RETRIES = flags.DEFINE_integer(
+    "max_retries", 8, "With --endpoint: retries of a request (exponential backoff; on 429, 5xx "
+    "and lost connections, honouring Retry-After).")
+_TOOL_MESSAGES = flags.DEFINE_enum(
+    "tool_messages", "tool", ["tool", "user"],
+    "With --endpoint and a prompt style: tool results as `tool` messages (our server, vLLM) or "
+    "as `user` messages (APIs that refuse tool messages without a call id).")
+_TOKENIZER = flags.DEFINE_string(
+    "tokenizer", "", "With --endpoint: the HF tokenizer directory that counts tokens for the "
+    "episode limits ('' = the embedded default's; the endpoint's own model's is exact).")
 _OUT = flags.DEFINE_string("out", "eval", "Output stem: <out>.md and <out>.json.")
 _SPLITS = flags.DEFINE_list("splits", ["train", "test"], "BFCL splits.")
 _CATEGORIES = flags.DEFINE_list("categories", ["base", "miss_func", "miss_param", "long_context"],
@@ -88,6 +112,15 @@ flags.register_multi_flags_validator(
 flags.register_multi_flags_validator(
     ["run", "model"], lambda f: not (f["run"] and f["model"]), "give --run or --model, not both")
 flags.register_validator("step", lambda v: v is None or v >= 0, "--step must be >= 0")
+flags.register_validator("endpoint", lambda v: not v or v.startswith(("http://", "https://")),
+                         "--endpoint must be an http(s):// URL, the API base "
+                         "(e.g. http://127.0.0.1:8000/v1)")
+flags.register_multi_flags_validator(
+    ["endpoint", "run", "model"],
+    lambda f: not f["endpoint"] or (not f["run"] and bool(f["model"])),
+    "--endpoint needs --model=NAME (the model id the endpoint serves) and no --run")
+flags.register_validator("concurrency", lambda v: v >= 1, "--concurrency must be >= 1")
+flags.register_validator("max_retries", lambda v: v >= 0, "--max_retries must be >= 0")
 
 
 def output_stem(out: str) -> Path:
@@ -99,10 +132,48 @@ def output_stem(out: str) -> Path:
     return stem
 
 
+def flag_rollout_config() -> RolloutConfig:
+    """The environment and token limits the flags give (--model and --endpoint)."""
+    env = BfclEnvConfig(prompt_style=_PROMPT_STYLE.value,
+                        compact_description_chars=_DESCRIPTION_CHARS.value)
+    limits = dataclasses.replace(EpisodeLimits(), max_reply_tokens=_MAX_REPLY.value,
+                                 max_turn_tokens=4 * _MAX_REPLY.value,
+                                 max_episode_tokens=_MAX_EPISODE.value)
+    return RolloutConfig(group_size=1, env=env, limits=limits)
+
+
+def evaluate_endpoint_main(out: Path) -> None:
+    """--endpoint: the episodes through the endpoint, the same report."""
+    from seetjax.serving.client import EndpointConfig, EndpointPolicy, evaluate_endpoint
+
+    tokenizer = Tokenizer.from_pretrained(resolve_model_path(_TOKENIZER.value))
+    config = EndpointConfig(url=_ENDPOINT.value, model=_MODEL.value,
+                            api_key=os.environ.get(_API_KEY_ENV.value) or None,
+                            temperature=_TEMPERATURE.value, concurrency=_CONCURRENCY.value,
+                            max_retries=_MAX_RETRIES.value, tool_messages=_TOOL_MESSAGES.value)
+    policy = EndpointPolicy(config, tokenizer)
+    rollout_config = flag_rollout_config()
+    rollouts = {d: Rollout(tokenizer, dataclasses.replace(
+        rollout_config, env=dataclasses.replace(rollout_config.env, decoding=d)))
+        for d in _DECODINGS.value}
+    reports = []
+    for split in _SPLITS.value:
+        tasks = load_split(split, _CATEGORIES.value, _PER_CATEGORY.value or None)
+        reports += evaluate_endpoint(rollouts, policy, tasks, split,
+                                     {d: split_label(split, d) for d in rollouts},
+                                     greedy=_TEMPERATURE.value == 0)
+    write_reports(reports, str(out))
+    print(markdown(reports))
+    print(f"{policy.requests} requests to {_ENDPOINT.value} ({_MODEL.value}); "
+          f"{policy.failed_episodes} episodes ended by endpoint errors (scored as failed)")
+
+
 def main(argv):
     del argv
     enable_compilation_cache()
     out = output_stem(_OUT.value)
+    if _ENDPOINT.value:
+        return evaluate_endpoint_main(out)
     if _RUN.value:
         model, tokenizer, plan = restore_run(_RUN.value, _STEP.value)
         rollout_config = plan.eval_rollout
@@ -110,12 +181,7 @@ def main(argv):
         path = resolve_model_path(_MODEL.value)
         model = load_hf_checkpoint(path, dtype=_DTYPE.value)
         tokenizer = Tokenizer.from_pretrained(path)
-        env = BfclEnvConfig(prompt_style=_PROMPT_STYLE.value,
-                            compact_description_chars=_DESCRIPTION_CHARS.value)
-        limits = dataclasses.replace(EpisodeLimits(), max_reply_tokens=_MAX_REPLY.value,
-                                     max_turn_tokens=4 * _MAX_REPLY.value,
-                                     max_episode_tokens=_MAX_EPISODE.value)
-        rollout_config = RolloutConfig(group_size=1, env=env, limits=limits)
+        rollout_config = flag_rollout_config()
     sampler = Sampler(model, pad_id=tokenizer.pad_id)
     decodings = _DECODINGS.value
     rollouts = {d: Rollout(tokenizer, dataclasses.replace(

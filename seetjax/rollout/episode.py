@@ -120,11 +120,17 @@ class Episode:
         try:
             return self.on_reply(completion)
         except Exception as e:  # noqa: BLE001 - one episode must not end the run
-            self.error = f"{type(e).__name__}: {e}"[:500]
-            logger.warning("episode %s (sample %d) ended by an error in its reply handling: %s",
-                        self.task.id, self.sample, self.error, exc_info=True)
-            self._end_unjudged()
+            logger.warning("episode %s (sample %d) ended by an error in its reply handling",
+                           self.task.id, self.sample, exc_info=True)
+            self.fail(f"{type(e).__name__}: {e}")
             return None
+
+    def fail(self, error: str) -> None:
+        """Ends the episode as failed at its fault boundary (a reply it could not handle, an
+        endpoint that stopped answering): `error` is kept (`stats()["errors"]`) and every turn
+        not judged yet fails."""
+        self.error = error[:500]
+        self._end_unjudged()
 
     def on_reply(self, completion: Completion) -> list[int] | None:
         """Handles one sampled reply; returns the ids to append before the next reply, or None

@@ -1,0 +1,146 @@
+"""The OpenAI-compatible HTTP server: a FastAPI app over one `Engine`.
+
+    app = create_app(engine, ServerConfig(model_name="seetjax-tiny"))
+    uvicorn.run(app, host="127.0.0.1", port=8000)      # or launch/serve.py
+
+Routes (one router per resource, `seetjax/serving/routes/`): GET /v1/models, GET
+/v1/models/{id}, POST /v1/chat/completions, GET /health. The engine's decode thread starts and
+stops with the app (its lifespan).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hmac
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from seetjax.serving.chat import ChatFormat, TokenText
+from seetjax.serving.engine import Engine
+from seetjax.serving.errors import APIError, error_body, install_error_handlers
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerConfig:
+    """model_name: the id clients send as `model`; api_key: with it, every /v1 request needs
+    `Authorization: Bearer <api_key>`; max_request_bytes: larger bodies get 413;
+    max_tokens_limit: the most completion tokens one choice may ask for (default when a request
+    gives none: this, or what is left of the context)."""
+
+    model_name: str
+    api_key: str | None = None
+    max_request_bytes: int = 4 << 20
+    max_tokens_limit: int = 4096
+
+    def __post_init__(self):
+        if not self.model_name:
+            raise ValueError("ServerConfig.model_name must be non-empty")
+        if self.max_request_bytes < 1 or self.max_tokens_limit < 1:
+            raise ValueError("ServerConfig.max_request_bytes and max_tokens_limit must be >= 1")
+
+
+class Server:
+    """What the routes share: the engine, the chat format and the config."""
+
+    def __init__(self, engine: Engine, config: ServerConfig):
+        self.engine, self.config = engine, config
+        self.format = ChatFormat(engine.tokenizer)
+        self.token_text = TokenText(engine.tokenizer)
+        self.created = int(time.time())
+
+    def check_model(self, model: str) -> None:
+        if model != self.config.model_name:
+            raise APIError(404, f"The model `{model}` does not exist; this server serves "
+                           f"`{self.config.model_name}`.", param="model", code="model_not_found")
+
+
+def get_server(request: Request) -> Server:
+    return request.app.state.server
+
+
+ServerDep = Annotated[Server, Depends(get_server)]
+
+
+def require_api_key(request: Request, server: ServerDep) -> None:
+    """401 unless the request carries the configured bearer token (no key configured: open)."""
+    key = server.config.api_key
+    if not key:
+        return
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key.encode()):
+        raise APIError(401, "Incorrect or missing API key: send `Authorization: Bearer <key>`.",
+                       code="invalid_api_key")
+
+
+class BodySizeLimit:
+    """Answers 413 to a request body over `limit` bytes (by its Content-Length, or by counting a
+    chunked body) before any of it reaches the app."""
+
+    def __init__(self, app: ASGIApp, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            return await self._too_large(send)
+        body, more = [], True
+        size = 0
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # a disconnect: let the app see it
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                return await self._too_large(send)
+            body.append(chunk)
+            more = message.get("more_body", False)
+        replay: list[Message] = [{"type": "http.request", "body": b"".join(body),
+                                  "more_body": False}]
+
+        async def replayed() -> Message:
+            return replay.pop() if replay else await receive()
+
+        await self.app(scope, replayed, send)
+
+    async def _too_large(self, send: Send) -> None:
+        payload = json.dumps(error_body(f"The request body is over the limit of {self.limit} "
+                                        "bytes.", code="request_too_large")).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(payload)).encode())]})
+        await send({"type": "http.response.body", "body": payload})
+
+
+def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
+    """The app; starting it (uvicorn) starts the engine's decode thread, stopping it stops it."""
+    from seetjax.serving.routes import chat, health, models
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # An engine already running belongs to someone else (another app, a rollout): the app
+        # then neither starts nor stops it.
+        owned = not engine.running
+        engine.start()
+        try:
+            yield
+        finally:
+            if owned:
+                engine.stop()
+
+    app = FastAPI(title="seetjax", version="0.1.0", lifespan=lifespan)
+    app.state.server = Server(engine, config)
+    install_error_handlers(app)
+    app.include_router(models.router)
+    app.include_router(chat.router)
+    app.include_router(health.router)
+    app.add_middleware(BodySizeLimit, limit=config.max_request_bytes)
+    return app

@@ -1,0 +1,84 @@
+"""Reading replies into content and tool calls, streaming them, and each token's bytes."""
+
+import json
+import random
+
+import pytest
+
+from seetjax.serving.chat import ChatFormat, ContentStream, TokenText
+from seetjax.serving.protocol import ChatCompletionRequest
+from tests.serving.servinglib import MODEL_NAME, QUESTION, TOOLS
+
+CALL = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+
+
+def request(**kw):
+    return ChatCompletionRequest.model_validate(
+        {"model": MODEL_NAME, "messages": [QUESTION], "tools": TOOLS, **kw})
+
+
+@pytest.fixture(scope="module")
+def chat_format(tokenizer):
+    return ChatFormat(tokenizer)
+
+
+@pytest.mark.parametrize("text,content,calls", [
+    (CALL, None, [("get_weather", {"city": "Paris"})]),
+    ("Sure.\n" + CALL, "Sure.", [("get_weather", {"city": "Paris"})]),
+    (" Let me see.\n" + CALL + "\nDone.", " Let me see.\n\nDone.", [("get_weather",
+                                                                      {"city": "Paris"})]),
+    ("[get_weather(city='Rome')]", None, [("get_weather", {"city": "Rome"})]),
+    ('{"name": "get_weather", "arguments": {"city": "Oslo"}}', None,
+     [("get_weather", {"city": "Oslo"})]),
+    ("It is sunny.", "It is sunny.", []),  # prose
+    (" leading space stays", " leading space stays", []),
+    ("[get_weather(city=Rome)]", "[get_weather(city=Rome)]", []),  # bare name: does not parse
+    ('<tool_call>{"name": "get_time", "arguments": {}}</tool_call>',  # undeclared function
+     '<tool_call>{"name": "get_time", "arguments": {}}</tool_call>', []),
+    ("[get_weather('Rome', 'x')]", "[get_weather('Rome', 'x')]", []),  # positional: no schema
+    ("<tool_call>{broken", "<tool_call>{broken", []),
+])
+def test_replies_are_read_into_content_and_calls(chat_format, text, content, calls):
+    reply = chat_format.reply(request(), text, "stop")
+    assert reply.content == content
+    got = [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+           for c in reply.tool_calls]
+    assert got == calls
+    assert len({c["id"] for c in reply.tool_calls}) == len(calls)
+    assert all(c["id"].startswith("call_") and len(c["id"]) == 29 for c in reply.tool_calls)
+    # Streamed in any pieces, the content that goes out is the start of the final content.
+    rng = random.Random(len(text))
+    for _ in range(5):
+        stream, sent, start = ContentStream(True), "", 0
+        while start < len(text):
+            end = min(len(text), start + rng.randint(1, 6))
+            sent += stream.feed(text[start:end])
+            start = end
+        assert sent + stream.finish(reply.content) == (reply.content or "")
+
+
+def test_tool_choice_and_limits_decide_whether_calls_are_read(chat_format):
+    assert chat_format.reply(request(tool_choice="none"), CALL, "stop").tool_calls == []
+    assert chat_format.reply(request(), CALL, "length").content == CALL  # cut: not read
+    no_tools = ChatCompletionRequest.model_validate({"model": "m", "messages": [QUESTION]})
+    assert chat_format.reply(no_tools, CALL, "stop").content == CALL
+
+
+def test_forced_openings_come_from_the_template(chat_format, tokenizer):
+    assert chat_format.call_parts == ('<tool_call>{"name": "', '", "arguments": ')
+    named = request(tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    assert chat_format.forced_opening(named) == '<tool_call>{"name": "get_weather", "arguments":'
+    assert chat_format.forced_opening(request(tool_choice="required")) == '<tool_call>{"name": "'
+    assert chat_format.forced_opening(request()) == ""
+    prompt = chat_format.prompt(named)
+    generation = tokenizer.chat_text([QUESTION], TOOLS, add_generation_prompt=True)
+    assert prompt.ids == tokenizer.encode(generation + prompt.forced)
+
+
+def test_token_bytes_are_exact_for_pieces_of_characters(tokenizer):
+    text = TokenText(tokenizer)
+    ids = tokenizer.encode("naïve café ✓")
+    assert bytes(b for i in ids for b in text.bytes(i)).decode() == "naïve café ✓"
+    entries = text.logprobs(ids[:2], [-0.5, -1.0], [[(ids[0], -0.5)], []])
+    assert entries[0]["top_logprobs"][0]["token"] == entries[0]["token"]
+    assert entries[1]["logprob"] == -1.0 and entries[1]["top_logprobs"] == []
