@@ -96,7 +96,14 @@ class TrajectoryBatch:
                                0.0 where loss_mask is 0
     ref_logprobs:  [B, T] f32  optional: logprobs under the frozen reference policy (KL);
                                computed in-step from the reference parameters when absent
-    rewards:       [B] f32     optional: one scalar reward per trajectory
+    rewards:       [B] f32     optional: one scalar reward per trajectory (its return: the sum
+                               of its token rewards when those are given)
+    token_rewards: [B, T] f32  optional: each reward on the token it scores, the last generated
+                               token of the reply it rewards (an episode reward: of the last
+                               reply); 0.0 elsewhere. Absent: `rewards` on each row's last
+                               loss-mask token (`seetjax.losses.advantages.outcome_rewards`)
+    reward_mask:   [B, T] f32  with token_rewards: 1.0 on the tokens that carry a reward (a
+                               reward may be 0.0: GRPO's normalisation counts it), 0.0 elsewhere
     group_ids:     [B] int32   optional: rows with equal ids were sampled for the same task
                                (GRPO / RLOO groups); any integers
     advantages:    [B] f32     optional: precomputed per-trajectory advantages; when present the
@@ -112,6 +119,8 @@ class TrajectoryBatch:
     old_logprobs: Array | None = None
     ref_logprobs: Array | None = None
     rewards: Array | None = None
+    token_rewards: Array | None = None
+    reward_mask: Array | None = None
     group_ids: Array | None = None
     advantages: Array | None = None
     old_values: Array | None = None

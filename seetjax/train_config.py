@@ -23,6 +23,7 @@ from seetjax.envs.task_source import TaskSource, task_source
 from seetjax.learner.config import LearnerConfig, learner_config
 from seetjax.models.hf import LOAD_FIELDS, load_options
 from seetjax.models.lora import ALL_PROJECTIONS
+from seetjax.rewards import AgentRewardConfig, RewardConfig, ShapingConfig
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import RolloutConfig
 from seetjax.sampling import SamplingParams
@@ -65,6 +66,31 @@ def generated_section() -> ml_collections.ConfigDict:
         distractor_classes=0, state_size=1, api_classes=""))
 
 
+def reward_section() -> ml_collections.ConfigDict:
+    """`reward` of run configs (seetjax.rewards.RewardConfig): `kind` picks the reward trained on
+    (one of seetjax.rewards.REWARD_KINDS: "progress", EnvTuning's; "agent", the five-part agent reward with
+    penalties; "shaped", one reward per step); `agent` and `shaping` hold every field of
+    AgentRewardConfig and ShapingConfig."""
+    return ml_collections.ConfigDict(dict(
+        kind="progress", agent=dataclasses.asdict(AgentRewardConfig()),
+        shaping=dataclasses.asdict(ShapingConfig())))
+
+
+def reward_of(config: ml_collections.ConfigDict) -> RewardConfig:
+    """The RewardConfig of a run config, every field named when it fails (`config.reward.*`)."""
+    section = config.reward
+    agent = as_dataclass(AgentRewardConfig, section.agent.to_dict(), "reward.agent")
+    shaping = as_dataclass(ShapingConfig, section.shaping.to_dict(), "reward.shaping")
+    reward = field("reward", lambda: RewardConfig(section.kind, agent, shaping))
+    if reward.stepwise and config.learner.get("algorithm", "grpo") == "dpo":
+        raise ValueError(
+            f"config.reward.kind={reward.kind!r} with learner.algorithm='dpo': DPO learns from "
+            "preferences between whole episodes, so per-step rewards would only be summed into "
+            "the return that ranks them; use reward.kind='progress' or 'agent', or a "
+            "policy-gradient algorithm, which credits each step's reward to its tokens")
+    return reward
+
+
 def source_of(data: ml_collections.ConfigDict) -> TaskSource:
     """The task source of a `data` section (`data.source`, `data.generated`), its fields named."""
     field("data.source", lambda: TaskSource(data.source))
@@ -91,6 +117,7 @@ def default_config() -> ml_collections.ConfigDict:
         max_reply_tokens=256, max_turn_tokens=1024, max_observation_tokens=1024,
         max_episode_tokens=8192))
     c.rollout = ml_collections.ConfigDict(dict(group_size=8, num_threads=8))
+    c.reward = reward_section()  # the reward trained on (seetjax.rewards.RewardConfig)
     c.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0))
     # SFT warm-up (seetjax.sft): `run` is a whole SFT config; its model is this run's.
     c.sft = ml_collections.ConfigDict(dict(enabled=False, run=ml_collections.ConfigDict()))
@@ -181,7 +208,7 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     env = as_dataclass(BfclEnvConfig, config.env.to_dict(), "env")
     limits = as_dataclass(EpisodeLimits, config.limits.to_dict(), "limits")
     rollout = as_dataclass(RolloutConfig, config.rollout.to_dict(), "rollout", env=env,
-                           limits=limits)
+                           limits=limits, reward=reward_of(config))
     eval_rollout = dataclasses.replace(rollout, group_size=1)
     eval_decodings = tuple(d.strip() for d in config.eval.decodings.split(",") if d.strip())
     if not eval_decodings or len(set(eval_decodings)) < len(eval_decodings):

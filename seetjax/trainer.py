@@ -243,9 +243,9 @@ class TrainRun:
         return {"records_available": float(len(result.records)), "records_trained": trained}
 
     def _has_signal(self, result: RolloutResult) -> bool:
-        """Whether the update would have a non-zero gradient: a group whose rewards differ (a
-        pair to prefer, for DPO), a counterfactual record, or a term that always pulls (KL,
-        entropy, value)."""
+        """Whether the update would have a non-zero gradient: rewards that differ within a group
+        or within an episode (`RolloutResult.has_signal`; a pair to prefer, for DPO), a
+        counterfactual record, or a term that always pulls (KL, entropy, value)."""
         learner = self.plan.learner
         policy = learner.term("policy_gradient")
         if learner.term("value") or (policy and (policy.config.kl_coef or
@@ -253,8 +253,7 @@ class TrainRun:
             return True
         if learner.term("counterfactual") and result.records:
             return True
-        rewards, groups = result.rewards(), result.group_ids()
-        return any(np.ptp(rewards[groups == g]) > 0 for g in np.unique(groups))
+        return result.has_signal(group_normalised=learner.advantage == "grpo")
 
     def _write_records(self, result: RolloutResult) -> None:
         if result.records:

@@ -128,7 +128,7 @@ class LearnerConfig:
         if policy is None and self.advantage is not None:
             raise ValueError(f"LearnerConfig.advantage={self.advantage!r}: only the "
                              "policy_gradient loss uses advantages")
-        if self.term("value") is not None and not getattr(self.advantage_config, "token_level",
+        if self.term("value") is not None and not getattr(self.advantage_config, "needs_values",
                                                           False):
             raise ValueError("LearnerConfig.advantage: the value loss needs a token-level "
                              "estimator ('gae')")

@@ -158,11 +158,14 @@ def validate_batch(batch: TrajectoryBatch, config: LearnerConfig, divisor: int) 
         need(batch.sequences is not None, "sequences", f"losses {sorted(names)}")
     if "policy_gradient" in names:
         need(batch.old_logprobs is not None, "old_logprobs", "policy_gradient's importance ratio")
-        need(batch.rewards is not None or batch.advantages is not None, "rewards",
-             "the advantage estimator (or pass advantages)")
+        need(batch.rewards is not None or batch.token_rewards is not None
+             or batch.advantages is not None, "rewards",
+             "the advantage estimator (or pass token_rewards, or advantages)")
+        need((batch.token_rewards is None) == (batch.reward_mask is None), "reward_mask",
+             "token_rewards and reward_mask come together")
         if config.advantage in ("grpo", "rloo") and batch.advantages is None:
             need(batch.group_ids is not None, "group_ids", f"{config.advantage} advantages")
-        if batch.advantages is not None and config.advantage_config.token_level:
+        if batch.advantages is not None and config.advantage_config.needs_values:
             raise ValueError("TrajectoryBatch.advantages must be None with a token-level "
                              f"estimator ({config.advantage}): it computes per-token advantages")
     if names & {"dpo", "counterfactual"}:

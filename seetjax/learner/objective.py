@@ -19,7 +19,7 @@ from seetjax import losses
 from seetjax.batch import TrajectoryBatch, row_mask, target_mask
 from seetjax.learner.config import LearnerConfig
 from seetjax.learner.forward import Outputs, masked_sums, sequence_outputs
-from seetjax.losses.advantages import last_token_rewards
+from seetjax.losses.advantages import credit_to_trained, last_position, outcome_rewards
 from seetjax.losses.aggregation import Denominators, masked_mean
 
 Array = jax.Array
@@ -29,8 +29,9 @@ sg = jax.lax.stop_gradient
 @struct.dataclass
 class Prepared:
     """The batch with everything fixed before the update. mask: [B, T] loss mask of the
-    trajectories (target tokens x kept rows); advantages: [B] or [B, T]; returns: [B, T] (PPO);
-    proximal: [B, T] the learner's log-probs under the pre-update parameters (TIS)."""
+    trajectories (target tokens x kept rows); advantages: [B] (given in the batch) or [B, T];
+    returns: [B, T] (PPO); proximal: [B, T] the learner's log-probs under the pre-update
+    parameters (TIS)."""
 
     batch: TrajectoryBatch
     mask: Array | None = None
@@ -152,27 +153,42 @@ def _pair_reference(model: Model, batch: TrajectoryBatch, chunks: int, map_rows)
 
 
 def _advantages(prepared: Prepared, cfg: LearnerConfig) -> tuple[Prepared, dict]:
+    """Runs the advantage estimator on the batch's token rewards (or on `rewards`, one per row,
+    laid out on each row's last trained token: `outcome_rewards`)."""
     batch, mask = prepared.batch, prepared.mask
     valid = row_mask(batch.sequences)
     policy = cfg.term("policy_gradient").config
-    kl = None
-    if policy.kl_in_reward and policy.kl_coef > 0:
-        # InstructGPT-style: the behaviour policy's per-token KL to the reference, as a penalty.
-        kl = losses.kl_estimate(batch.old_logprobs, batch.ref_logprobs, policy.kl_estimator) * mask
     spec = losses.get(cfg.advantage, kind="advantage")
     returns = None
     metrics = {}
     if batch.advantages is not None:
         advantages, weights = batch.advantages * valid, valid
-    elif spec.config_cls.token_level:
-        token_rewards = last_token_rewards(batch.rewards, mask)
-        if kl is not None:
-            token_rewards = token_rewards - policy.kl_coef * kl
-        advantages, returns = spec.fn(token_rewards, batch.old_values, mask, cfg.advantage_config)
-        weights = valid
     else:
-        rewards = batch.rewards if kl is None else batch.rewards - policy.kl_coef * jnp.sum(kl, -1)
-        advantages, weights = spec.fn(rewards, batch.group_ids, valid, cfg.advantage_config)
+        token_rewards, reward_mask = (
+            (batch.token_rewards, batch.reward_mask) if batch.token_rewards is not None
+            else outcome_rewards(batch.rewards, mask))
+        kl = None
+        if policy.kl_in_reward and policy.kl_coef > 0:
+            # InstructGPT-style: the behaviour policy's per-token KL to the reference, a penalty.
+            kl = losses.kl_estimate(batch.old_logprobs, batch.ref_logprobs,
+                                    policy.kl_estimator) * mask
+        if spec.config_cls.needs_values:
+            token_rewards = credit_to_trained(token_rewards, mask)
+            if kl is not None:
+                token_rewards = token_rewards - policy.kl_coef * kl
+            advantages, returns = spec.fn(token_rewards, batch.old_values, mask,
+                                          cfg.advantage_config)
+            weights = valid
+        else:
+            if kl is not None:
+                # The critic-free estimators take the row's summed KL as a penalty on its last
+                # reward (an outcome-level penalty; with one reward per row: r - kl_coef sum KL).
+                last = last_position(reward_mask)
+                token_rewards = token_rewards - policy.kl_coef * jnp.where(
+                    last > 0, jnp.sum(kl, -1)[:, None], 0.0)
+                reward_mask = jnp.maximum(reward_mask, last)
+            advantages, weights = spec.fn(token_rewards, reward_mask, batch.group_ids, valid,
+                                          cfg.advantage_config)
     n = jnp.maximum(jnp.sum(valid), 1.0)
     if batch.rewards is not None:
         metrics["reward"] = jnp.sum(batch.rewards * valid) / n

@@ -1,10 +1,19 @@
-"""Advantage estimators, registered by name (kind "advantage").
+"""Advantage estimators, registered by name (kind "advantage"), over token-level rewards.
 
-Sequence-level estimators map per-trajectory rewards [B] to advantages [B] and per-row weights [B]
-(0.0 for padding rows and for rows dropped by `filter_equal_groups`): `grpo`, `rloo`, `reinforce`.
-The token-level estimator `gae` maps per-token rewards and values [B, T] to advantages and returns.
-Groups are given by arbitrary integer ids; group statistics use a [B, B] same-group matrix, exact
-for any ids and cheap for rollout batch sizes.
+Rewards arrive as a [B, T] array, each on the token it scores (the last generated token of the
+reply it rewards; an episode reward on the row's last one), with a [B, T] `reward_mask` marking
+those tokens (a reward may be 0.0). One reward per row is the outcome-reward case; a row with
+several (step-wise shaping) is the process-reward case, and every estimator here reduces exactly,
+bit for bit, to its outcome form when each row has a single reward at or after its last trained
+token (`outcome_rewards` builds that layout from [B] rewards).
+
+`grpo`, `rloo` and `reinforce` map (token rewards, reward mask, group ids, valid rows) to
+advantages [B, T] and per-row weights [B] (0.0 for padding rows and for rows dropped by
+`filter_equal_groups`); `gae` maps token rewards and values [B, T] to advantages and returns.
+Each is built from small pure functions (`reward_to_go`, `group_normalised_rewards`, ...) with
+their own tests. Groups are given by arbitrary integer ids; group statistics use a [B, B]
+same-group matrix, exact for any ids and cheap for rollout batch sizes. Statistics are reduced
+over tokens first (exact with one reward per row), then over rows as in the outcome forms.
 """
 
 from __future__ import annotations
@@ -29,24 +38,77 @@ def _same_group(group_ids: Array, valid: Array) -> Array:
         jnp.float32)
 
 
-def _group_mean_count(rewards: Array, same: Array) -> tuple[Array, Array]:
-    count = jnp.sum(same, axis=1)
-    return same @ rewards / jnp.maximum(count, 1.0), count
+def reward_to_go(token_rewards: Array) -> Array:
+    """G_t = sum_{t' >= t} r_t' along each row, [B, T] -> [B, T]: the (undiscounted) return from
+    token t on, REINFORCE's "reward to go" (Williams 1992; Sutton & Barto 2018, sec. 13.3)."""
+    return jnp.cumsum(token_rewards[:, ::-1], axis=1)[:, ::-1]
 
 
-def equal_reward_groups(rewards: Array, group_ids: Array, valid: Array) -> Array:
-    """[B] bool: rows whose group has a single distinct reward (no learning signal: DAPO's dynamic
-    sampling, Yu et al. 2025, drops them)."""
+def last_position(mask: Array) -> Array:
+    """[B, T] f32: 1.0 on each row's last position where `mask` > 0 (a row without one: on its
+    last position), 0.0 elsewhere."""
+    t = mask.shape[1]
+    last = t - 1 - jnp.argmax(mask[:, ::-1] > 0, axis=1)
+    return (jnp.arange(t)[None, :] == last[:, None]).astype(jnp.float32)
+
+
+def outcome_rewards(rewards: Array, mask: Array) -> tuple[Array, Array]:
+    """The token-reward layout of one reward per row, [B] -> ([B, T] rewards, [B, T] reward
+    mask): each row's reward on its last loss-mask token (`last_position`)."""
+    on_last = last_position(mask)
+    return jnp.where(on_last > 0, rewards[:, None].astype(jnp.float32), 0.0), on_last
+
+
+def group_normalised_rewards(token_rewards: Array, reward_mask: Array, group_ids: Array,
+                             valid: Array, std: str, eps: float) -> Array:
+    """Process supervision's normalisation (Shao et al. 2024, DeepSeekMath, sec. 4.1.3): every
+    reward r of a group's rows becomes r~ = (r - mean(R)) / (std(R) + eps), with R all the rewards
+    of the group's rows (every marked token of every row), [B, T] -> [B, T], 0.0 off the marked
+    tokens. std: "group" = Bessel-corrected std of R; "batch" = std of the centred rewards of the
+    whole batch (REINFORCE++-baseline, Hu et al. 2025); "none" = centred only (Dr. GRPO, Liu et
+    al. 2025). With one reward per row: GRPO's outcome normalisation of the rows' rewards."""
+    steps = reward_mask * (valid[:, None] > 0)
+    same = _same_group(group_ids, valid)
+    count = jnp.sum(same * jnp.sum(steps, axis=1)[None, :], axis=1)
+    mean = same @ jnp.sum(token_rewards * steps, axis=1) / jnp.maximum(count, 1.0)
+    centred = (token_rewards - mean[:, None]) * steps
+    if std == "group":
+        # Bessel-corrected; a group with a single reward has centred = 0 and gets 0
+        squares = jnp.sum(jnp.square(centred), axis=1)
+        var = jnp.sum(same * squares[None, :], axis=1) / jnp.maximum(count - 1.0, 1.0)
+        # A true division, as the outcome form's [B] / [B]: XLA turns a division by a broadcast
+        # into a multiplication by its reciprocal (1 ulp off), which the barrier prevents.
+        denominator = jax.lax.optimization_barrier(
+            jnp.broadcast_to((jnp.sqrt(var) + eps)[:, None], centred.shape))
+        return centred / denominator
+    if std == "batch":
+        n = jnp.maximum(jnp.sum(jnp.sum(steps, axis=1)), 1)
+        batch_mean = jnp.sum(jnp.sum(centred, axis=1)) / n
+        var = jnp.sum(jnp.sum(jnp.square(centred - batch_mean) * steps, axis=1)) / jnp.maximum(
+            n - 1, 1)
+        return centred / (jnp.sqrt(var) + eps)
+    return centred
+
+
+def equal_reward_groups(token_rewards: Array, reward_mask: Array, group_ids: Array,
+                        valid: Array) -> Array:
+    """[B] bool: rows whose group's rewards (all marked tokens of all its rows) are all equal:
+    GRPO's advantages are then 0 (no learning signal: DAPO's dynamic sampling, Yu et al. 2025,
+    drops them)."""
+    steps = (reward_mask > 0) & (valid[:, None] > 0)
+    row_high = jnp.max(jnp.where(steps, token_rewards, -jnp.inf), axis=1)
+    row_low = jnp.min(jnp.where(steps, token_rewards, jnp.inf), axis=1)
     same = _same_group(group_ids, valid) > 0
-    high = jnp.max(jnp.where(same, rewards[None, :], -jnp.inf), axis=1)
-    low = jnp.min(jnp.where(same, rewards[None, :], jnp.inf), axis=1)
-    return high == low
+    high = jnp.max(jnp.where(same, row_high[None, :], -jnp.inf), axis=1)
+    low = jnp.min(jnp.where(same, row_low[None, :], jnp.inf), axis=1)
+    return high <= low
 
 
-def _row_weights(rewards: Array, group_ids: Array, valid: Array, filter_equal: bool) -> Array:
+def _row_weights(token_rewards: Array, reward_mask: Array, group_ids: Array, valid: Array,
+                 filter_equal: bool) -> Array:
     keep = valid > 0
     if filter_equal:
-        keep &= ~equal_reward_groups(rewards, group_ids, valid)
+        keep &= ~equal_reward_groups(token_rewards, reward_mask, group_ids, valid)
     return keep.astype(jnp.float32)
 
 
@@ -54,9 +116,10 @@ def _row_weights(rewards: Array, group_ids: Array, valid: Array, filter_equal: b
 class GRPOAdvantageConfig:
     """std: 'group' = GRPO (Shao et al. 2024, DeepSeekMath), Bessel-corrected group std;
     'none' = Dr. GRPO (Liu et al. 2025), group-centred rewards only; 'batch' = the group-centred
-    rewards divided by their std over the whole batch (REINFORCE++-baseline, Hu et al. 2025)."""
+    rewards divided by their std over the whole batch (REINFORCE++-baseline, Hu et al. 2025).
+    `needs_values`: whether the estimator reads a critic's values (only GAE does)."""
 
-    token_level: ClassVar[bool] = False
+    needs_values: ClassVar[bool] = False
     std: str = "group"
     eps: float = 1e-6
     filter_equal_groups: bool = False
@@ -67,55 +130,52 @@ class GRPOAdvantageConfig:
 
 
 @register("grpo", GRPOAdvantageConfig, kind="advantage")
-def grpo_advantages(rewards: Array, group_ids: Array, valid: Array,
+def grpo_advantages(token_rewards: Array, reward_mask: Array, group_ids: Array, valid: Array,
                     config: GRPOAdvantageConfig) -> tuple[Array, Array]:
-    """A_i = (r_i - mean_g) / (std_g + eps) over i's group g (std per `config.std`).
-    Returns (advantages [B], row weights [B])."""
-    rewards = rewards.astype(jnp.float32)
-    same = _same_group(group_ids, valid)
-    mean, count = _group_mean_count(rewards, same)
-    centred = (rewards - mean) * (valid > 0)
-    if config.std == "group":
-        # Bessel-corrected; a singleton group has centred = 0 and gets advantage 0
-        squares = same * jnp.square(rewards[None, :] - mean[:, None])
-        var = jnp.sum(squares, axis=1) / jnp.maximum(count - 1.0, 1.0)
-        advantages = centred / (jnp.sqrt(var) + config.eps)
-    elif config.std == "batch":
-        n = jnp.maximum(jnp.sum(valid > 0), 1)
-        batch_mean = jnp.sum(centred) / n
-        var = jnp.sum(jnp.square(centred - batch_mean) * (valid > 0)) / jnp.maximum(n - 1, 1)
-        advantages = centred / (jnp.sqrt(var) + config.eps)
-    else:
-        advantages = centred
-    weights = _row_weights(rewards, group_ids, valid, config.filter_equal_groups)
-    return advantages * weights, weights
+    """GRPO with process supervision (Shao et al. 2024, sec. 4.1.3): the advantage of a token is
+    the sum of the normalised rewards (`group_normalised_rewards`) on it and after it in its row,
+    A_t = sum_{t' >= t} r~_t'. With one reward per row at its end this is outcome supervision
+    (sec. 4.1.2), A_i = (r_i - mean_g) / (std_g + eps) on every token.
+    Returns (advantages [B, T], row weights [B])."""
+    token_rewards = token_rewards.astype(jnp.float32)
+    normalised = group_normalised_rewards(token_rewards, reward_mask, group_ids, valid,
+                                          config.std, config.eps)
+    weights = _row_weights(token_rewards, reward_mask, group_ids, valid,
+                           config.filter_equal_groups)
+    return reward_to_go(normalised) * weights[:, None], weights
 
 
 @dataclasses.dataclass(frozen=True)
 class RLOOAdvantageConfig:
-    token_level: ClassVar[bool] = False
+    needs_values: ClassVar[bool] = False
     filter_equal_groups: bool = False
 
 
 @register("rloo", RLOOAdvantageConfig, kind="advantage")
-def rloo_advantages(rewards: Array, group_ids: Array, valid: Array,
+def rloo_advantages(token_rewards: Array, reward_mask: Array, group_ids: Array, valid: Array,
                     config: RLOOAdvantageConfig) -> tuple[Array, Array]:
-    """REINFORCE leave-one-out (Kool et al. 2019; Ahmadian et al. 2024):
-    A_i = r_i - mean of the other rewards of i's group (0 for a group of one)."""
-    rewards = rewards.astype(jnp.float32)
+    """REINFORCE leave-one-out (Kool et al. 2019; Ahmadian et al. 2024) on the reward to go:
+    A_{i,t} = G_{i,t} - mean_{j in g, j != i} R_j, with G_{i,t} row i's return from token t on
+    (`reward_to_go`) and R_j = G_{j,0} row j's whole return (0 for a group of one). The baseline
+    does not depend on row i's actions, so the estimate stays unbiased. With one reward per row:
+    A_i = r_i - mean of the other rewards of i's group."""
+    token_rewards = token_rewards.astype(jnp.float32)
     same = _same_group(group_ids, valid)
     count = jnp.sum(same, axis=1)
-    others = (same @ rewards - rewards) / jnp.maximum(count - 1.0, 1.0)
-    advantages = jnp.where(count > 1, rewards - others, 0.0) * (valid > 0)
-    weights = _row_weights(rewards, group_ids, valid, config.filter_equal_groups)
-    return advantages * weights, weights
+    returns = jnp.sum(token_rewards, axis=1)
+    others = (same @ returns - returns) / jnp.maximum(count - 1.0, 1.0)
+    advantages = jnp.where(count[:, None] > 1, reward_to_go(token_rewards) - others[:, None],
+                           0.0) * (valid[:, None] > 0)
+    weights = _row_weights(token_rewards, reward_mask, group_ids, valid,
+                           config.filter_equal_groups)
+    return advantages * weights[:, None], weights
 
 
 @dataclasses.dataclass(frozen=True)
 class ReinforceAdvantageConfig:
-    """baseline: 'batch-mean' subtracts the mean reward of the batch; 'none' is plain REINFORCE."""
+    """baseline: 'batch-mean' subtracts the mean return of the batch; 'none' is plain REINFORCE."""
 
-    token_level: ClassVar[bool] = False
+    needs_values: ClassVar[bool] = False
     baseline: str = "batch-mean"
 
     def __post_init__(self):
@@ -124,23 +184,26 @@ class ReinforceAdvantageConfig:
 
 
 @register("reinforce", ReinforceAdvantageConfig, kind="advantage")
-def reinforce_advantages(rewards: Array, group_ids: Array, valid: Array,
-                         config: ReinforceAdvantageConfig) -> tuple[Array, Array]:
-    """REINFORCE with a baseline (Williams 1992): A_i = r_i - b. Group ids are not used."""
-    del group_ids
-    rewards = rewards.astype(jnp.float32)
+def reinforce_advantages(token_rewards: Array, reward_mask: Array, group_ids: Array,
+                         valid: Array, config: ReinforceAdvantageConfig) -> tuple[Array, Array]:
+    """REINFORCE with a baseline (Williams 1992) on the reward to go: A_{i,t} = G_{i,t} - b, with
+    b the mean whole return R_j = G_{j,0} over the batch's rows (or 0). With one reward per row:
+    A_i = r_i - b. Group ids and the reward mask are not used."""
+    del reward_mask, group_ids
+    token_rewards = token_rewards.astype(jnp.float32)
     weights = (valid > 0).astype(jnp.float32)
     baseline = 0.0
     if config.baseline == "batch-mean":
-        baseline = jnp.sum(rewards * weights) / jnp.maximum(jnp.sum(weights), 1.0)
-    return (rewards - baseline) * weights, weights
+        returns = jnp.sum(token_rewards, axis=1)
+        baseline = jnp.sum(returns * weights) / jnp.maximum(jnp.sum(weights), 1.0)
+    return (reward_to_go(token_rewards) - baseline) * weights[:, None], weights
 
 
 @dataclasses.dataclass(frozen=True)
 class GAEConfig:
     """gamma: discount; lam: GAE lambda; whiten: normalise advantages over the batch's tokens."""
 
-    token_level: ClassVar[bool] = True
+    needs_values: ClassVar[bool] = True
     gamma: float = 1.0
     lam: float = 0.95
     whiten: bool = True
@@ -157,7 +220,9 @@ def gae_advantages(token_rewards: Array, values: Array, mask: Array,
     """Generalised advantage estimation (Schulman et al. 2016) over the masked tokens of each row,
     in reverse with `lax.scan`: delta_t = r_t + gamma V_next - V_t, A_t = delta_t + gamma lam
     A_next, where "next" is the next masked token (tool outputs between turns are skipped); the
-    value after a row's last token is 0. Returns (advantages, returns = A + V), both [B, T]."""
+    value after a row's last token is 0. Rewards on unmasked tokens are not seen: move them onto
+    the masked tokens first (`credit_to_trained`). Returns (advantages, returns = A + V), both
+    [B, T]."""
     mask = mask > 0
 
     def back(carry, x):
@@ -180,10 +245,13 @@ def gae_advantages(token_rewards: Array, values: Array, mask: Array,
     return adv, returns
 
 
-def last_token_rewards(rewards: Array, mask: Array) -> Array:
-    """[B, T]: each row's reward on its last masked token, 0 elsewhere (the outcome-reward layout
-    GAE consumes)."""
+def credit_to_trained(token_rewards: Array, mask: Array) -> Array:
+    """Each reward moved onto the latest masked token at or before it, [B, T] -> [B, T] (rewards
+    before a row's first masked token reach no action and are dropped). A reward on a token the
+    learner does not train (a reply kept without loss, the environment's text, padding) is a
+    consequence of the last action taken before it; GAE, which steps from masked token to masked
+    token, then sees it there. Undiscounted: untrained tokens are not time steps of the policy."""
     t = mask.shape[1]
-    last = t - 1 - jnp.argmax(mask[:, ::-1] > 0, axis=1)
-    on_last = (jnp.arange(t)[None, :] == last[:, None]) & (mask > 0)
-    return jnp.where(on_last, rewards[:, None].astype(jnp.float32), 0.0)
+    owner = jax.lax.cummax(jnp.where(mask > 0, jnp.arange(t), -1), axis=1)
+    return jax.vmap(lambda r, o: jax.ops.segment_sum(r, o, num_segments=t))(
+        token_rewards.astype(jnp.float32), owner)

@@ -1,5 +1,6 @@
 """Rewards computed from an episode record (`EpisodeTrace`): EnvTuning's progress and format
-rewards, per-step shaping from step codes, and the five-component agent reward with penalties."""
+rewards, per-step shaping from step codes, the five-component agent reward with penalties, and the
+run's choice among them (`RewardConfig`, `assigned_rewards`)."""
 
 from seetjax.rewards.agent import AgentReward, AgentRewardConfig, agent_reward
 from seetjax.rewards.envtuning import (
@@ -9,7 +10,9 @@ from seetjax.rewards.envtuning import (
     progress_reward,
     step_codes,
 )
+from seetjax.rewards.kinds import REWARD_KINDS, RewardConfig, assigned_rewards
 from seetjax.rewards.shaping import ShapingConfig, step_rewards
 
-__all__ = ["AgentReward", "AgentRewardConfig", "EnvTuningScores", "ShapingConfig", "agent_reward",
-           "envtuning_scores", "format_reward", "progress_reward", "step_codes", "step_rewards"]
+__all__ = ["REWARD_KINDS", "AgentReward", "AgentRewardConfig", "EnvTuningScores", "RewardConfig",
+           "ShapingConfig", "agent_reward", "assigned_rewards", "envtuning_scores",
+           "format_reward", "progress_reward", "step_codes", "step_rewards"]

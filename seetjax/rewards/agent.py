@@ -30,8 +30,9 @@ scores 1.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from seetjax.envs.base import EpisodeTrace, StepCode
 from seetjax.eval.bfcl_checker import first_failure
@@ -54,6 +55,11 @@ class AgentRewardConfig:
     min_reward: float = -1.0
 
     def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name != "completion_mode" and not (isinstance(value, (int, float))
+                                                    and math.isfinite(value)):
+                raise ValueError(f"{f.name}={value!r} must be a finite number")
         if self.completion_mode not in ("turns", "entry"):
             raise ValueError(f"completion_mode must be 'turns' or 'entry', not {self.completion_mode!r}")
         if not 0.0 <= self.unexpected_call_accuracy <= 1.0:

@@ -26,7 +26,8 @@ def round_up(n: int, multiple: int) -> int:
 def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 1,
                      length: int | None = None, max_pairs: int | None = None,
                      pair_seed: int | Sequence[int] | None = None) -> TrajectoryBatch:
-    """Episodes as rows (tokens, loss mask, sampler logprobs, reward, group id) and, when
+    """Episodes as rows (tokens, loss mask, sampler logprobs, return, token rewards and their
+    mask under the rollout's reward kind, group id) and, when
     `max_pairs` is set, up to that many counterfactual records as preference pairs (anchor step
     chosen, failed step rejected), drawn uniformly from all the records with `pair_seed` (see
     `sample_records`)."""
@@ -41,6 +42,12 @@ def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 
         logprobs[i, :len(lp)] = lp
     rewards = np.zeros((rows,), np.float32)
     rewards[:len(arrays)] = result.rewards()
+    token_rewards = np.zeros((rows, length), np.float32)
+    reward_mask = np.zeros((rows, length), np.float32)
+    for i, scored in enumerate(result.scored):
+        for position, reward in scored:
+            token_rewards[i, position] += reward  # two steps of one reply share its last token
+            reward_mask[i, position] = 1.0
     groups = np.full((rows,), -1, np.int32)  # padding rows form a group of their own
     groups[:len(arrays)] = result.group_ids()
     pairs = None
@@ -48,7 +55,8 @@ def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 
         pairs = preference_pairs(sample_records(result.records, max_pairs, pair_seed),
                                  max_pairs, pad_id, length)
     return TrajectoryBatch(sequences=sequences, old_logprobs=logprobs, rewards=rewards,
-                           group_ids=groups, pairs=pairs)
+                           token_rewards=token_rewards, reward_mask=reward_mask, group_ids=groups,
+                           pairs=pairs)
 
 
 def sample_records(records: Sequence[CounterfactualRecord], count: int,

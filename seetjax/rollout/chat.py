@@ -99,6 +99,19 @@ class Conversation:
         """The training sequence's ids, or those of the segments before index `upto`."""
         return [t for s in self.segments[:upto] if s.in_training for t in s.ids]
 
+    def reply_ends(self) -> list[int]:
+        """Per segment: the training-sequence position of the last token of the latest reply in
+        the training sequence at or before it (where a reward for that reply is placed), or,
+        before any, of the last token so far (the prompt's)."""
+        ends, position, reply_end = [], 0, None
+        for s in self.segments:
+            if s.in_training and s.ids:
+                position += len(s.ids)
+                if s.kind == "reply":
+                    reply_end = position - 1
+            ends.append(position - 1 if reply_end is None else reply_end)
+        return ends
+
     def training_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(tokens, loss mask, sampler logprobs) of the training sequence; the mask is 1 exactly
         on reply tokens, the logprobs 0 elsewhere."""

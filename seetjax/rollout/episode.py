@@ -21,7 +21,7 @@ from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
 from seetjax.envs.bfcl_data import BfclTask
 from seetjax.eval.bfcl_checker import state_differences
 from seetjax.models.tokenizer import Tokenizer
-from seetjax.rewards.envtuning import progress_reward
+from seetjax.rewards import RewardConfig, assigned_rewards, progress_reward
 from seetjax.rollout.chat import Conversation
 from seetjax.sampling import Completion
 from seetjax.seet.anchors import state_key
@@ -93,6 +93,9 @@ class Episode:
         opening = self.env.reset(task)
         self.conversation = Conversation(tokenizer, opening, self.env.tools)
         self.executed: list[ToolCall] = []
+        # The conversation segment of the reply each environment step read (aligned with
+        # `trace().steps`): where a step's reward is placed in the training row.
+        self.step_replies: list[int] = []
         self.turns: list[TurnLog] = [TurnLog(0, state_key([]))]
         self.done = False
         self.truncated = False
@@ -163,17 +166,18 @@ class Episode:
         drop = self.stage.training_context == "drop"
         if isinstance(parsed, ParseError):
             granted = self._grant(log)
-            result = self.env.step(text, format_error_ends_turn=not granted)
+            result = self._step(text, first, format_error_ends_turn=not granted)
         else:
             if drop and calls and log.retries < self.stage.retry_budget:
                 snapshot = self.env.snapshot()  # a dropped failure is undone: state matches context
-            result = self.env.step(text)
+            result = self._step(text, first)
             # A step that ended the episode (BFCL's step limit) is final: no retry undoes it.
             if result.code == StepCode.EXECUTION_ERROR and not result.done:
                 granted = self._grant(log)
         executed: tuple[ToolCall, ...] = ()
         if granted and snapshot is not None:
             self.env.restore(snapshot)  # nothing of the dropped attempt ran
+            self.step_replies.pop()
         else:
             executed = self._log_executed(log, result)
         log.replies.append(dataclasses.replace(view, attempt=granted, executed=executed))
@@ -186,13 +190,19 @@ class Episode:
         if result.verdicts:
             self._judge(result)
         elif log.tokens >= self.limits.max_turn_tokens and not result.done:
-            observations += self._end_turn_early()
+            observations += self._end_turn_early(first)
         if result.done or self.done:
             self.done = True
             return None
         return self._next(observations, attempt_from=first if granted else None)
 
     # ---------------------------------------------------------------- internals
+
+    def _step(self, text: str, reply: int, **kw: Any) -> StepResult:
+        """`env.step(text)` for the reply at conversation segment `reply`."""
+        result = self.env.step(text, **kw)
+        self.step_replies.append(reply)
+        return result
 
     def _grant(self, log: TurnLog) -> bool:
         granted = grant_retry(self.stage, self.progress, log.retries, self.rng)
@@ -246,9 +256,10 @@ class Episode:
         if not result.done:
             self.turns.append(TurnLog(self.env.turn, state_key(self.executed)))
 
-    def _end_turn_early(self) -> list[dict[str, Any]]:
-        """The turn's token budget is spent: the turn ends as if the model had stopped calling."""
-        result = self.env.step("")
+    def _end_turn_early(self, reply: int) -> list[dict[str, Any]]:
+        """The turn's token budget is spent: the turn ends as if the model had stopped calling
+        (the step is the doing of `reply`, the reply that spent the budget)."""
+        result = self._step("", reply)
         self._judge(result)
         self.done = result.done
         return list(result.observations)
@@ -306,6 +317,16 @@ class Episode:
         turns / turns of the task (a turn never reached, because the episode was cut short,
         counts as failed)."""
         return progress_reward(self.trace())
+
+    def rewards(self, config: RewardConfig) -> list[tuple[int, float]]:
+        """The episode's rewards under `config` (`seetjax.rewards.assigned_rewards`), each with
+        the position in the training sequence of the token it goes on: the last generated token
+        of the reply its step read, or of the last reply for an episode reward (a reply left out
+        of the training sequence, a dropped attempt, passes its reward to the latest reply
+        before it that is in)."""
+        ends = self.conversation.reply_ends()
+        return [(ends[-1 if step is None else self.step_replies[step]], reward)
+                for step, reward in assigned_rewards(self.trace(), config)]
 
     def stats(self) -> dict[str, int]:
         return {"retries": sum(t.retries for t in self.turns),

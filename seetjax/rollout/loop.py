@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -20,6 +21,7 @@ import numpy as np
 from seetjax.envs.bfcl import BfclEnvConfig
 from seetjax.envs.bfcl_data import BfclTask
 from seetjax.models.tokenizer import Tokenizer
+from seetjax.rewards import RewardConfig
 from seetjax.rollout.episode import Episode, EpisodeLimits
 from seetjax.sampling import Completion, Sampler, SamplingParams
 from seetjax.seet.anchors import Anchor, AnchorPool, AnchorStep, choose_anchor
@@ -98,6 +100,7 @@ class RolloutConfig:
     env: BfclEnvConfig = BfclEnvConfig(prompt_style="compact")
     limits: EpisodeLimits = EpisodeLimits()
     num_threads: int = 8
+    reward: RewardConfig = RewardConfig()  # the reward the episodes are scored with
 
 
 @dataclasses.dataclass
@@ -105,9 +108,37 @@ class RolloutResult:
     episodes: list[Episode]
     records: list[CounterfactualRecord]
     anchors_used: dict[str, int]
+    reward: RewardConfig = RewardConfig()
+
+    @functools.cached_property
+    def scored(self) -> list[list[tuple[int, float]]]:
+        """Per episode, its rewards under `reward` with their training-sequence positions
+        (`Episode.rewards`)."""
+        return [e.rewards(self.reward) for e in self.episodes]
 
     def rewards(self) -> np.ndarray:
+        """[episodes] f32: each episode's return under `reward` (the sum of its rewards)."""
+        return np.asarray([sum(r for _, r in rewards) for rewards in self.scored], np.float32)
+
+    def progress(self) -> np.ndarray:
+        """[episodes] f32: EnvTuning's progress of each episode, whatever reward is trained."""
         return np.asarray([e.progress_reward() for e in self.episodes], np.float32)
+
+    def has_signal(self, group_normalised: bool = False) -> bool:
+        """Whether the rewards can give a policy gradient: some group's rewards (all of its
+        episodes' rewards, pooled) differ, or, unless the estimator normalises each group's
+        pooled rewards (`group_normalised`, GRPO: equal rewards all normalise to 0), some
+        episode has several rewards, not all zero (a reward to go then differs between its
+        replies). With one reward per episode this is DAPO's dynamic-sampling test (Yu et al.
+        2025): equal rewards in every group give every estimator but a batch-wide baseline
+        nothing to learn from."""
+        groups = self.group_ids()
+        for g in np.unique(groups):
+            rewards = [r for i in np.flatnonzero(groups == g) for _, r in self.scored[i]]
+            if rewards and max(rewards) > min(rewards):
+                return True
+        return not group_normalised and any(len(r) > 1 and any(v for _, v in r)
+                                            for r in self.scored)
 
     def group_ids(self) -> np.ndarray:
         index: dict[str, int] = {}
@@ -115,15 +146,17 @@ class RolloutResult:
                           np.int32)
 
     def stats(self) -> dict[str, float]:
-        """Means over episodes: reward; turn accuracy over all turns (EnvTuning's progress) and
-        over the turns that expect calls (BFCL's checked turns); format validity, the share of
-        replies that ended with their stop token and parsed; SEET's counters."""
+        """Means over episodes: reward (the return under the run's reward kind) and progress
+        (EnvTuning's, comparable across kinds); turn accuracy over all turns and over the turns
+        that expect calls (BFCL's checked turns); format validity, the share of replies that
+        ended with their stop token and parsed; SEET's counters."""
         turns = [t for e in self.episodes for t in e.turns]
         checked = [t for t in turns if t.checked]
         replies = [r for t in turns for r in t.replies]
         per_episode = [e.stats() for e in self.episodes]
         n = max(len(self.episodes), 1)
         out = {"reward": float(self.rewards().mean()) if self.episodes else 0.0,
+               "progress": float(self.progress().mean()) if self.episodes else 0.0,
                "turn_accuracy": sum(bool(t.passed) for t in turns) / max(len(turns), 1),
                "checked_turn_accuracy": sum(bool(t.passed) for t in checked) / max(len(checked), 1),
                "format_validity": sum(r.well_formed for r in replies) / max(len(replies), 1),
@@ -200,7 +233,7 @@ class Rollout:
             for a in found:
                 self.pool.add(a)
         self.pool.evict_older_than(step)
-        return RolloutResult(list(episodes), records, used)
+        return RolloutResult(list(episodes), records, used, self.config.reward)
 
     def __call__(self, tasks: Sequence[BfclTask], policy: Policy, stage: StageConfig,
                  progress: float, step: int, seed: int) -> RolloutResult:
