@@ -272,11 +272,12 @@ class Episode:
         # The next reply needs room too: stop when it would not have a single token (plus the
         # closing one, should it be cut off there).
         ids = self.conversation.add_observations(observations, self.limits.max_episode_tokens - 2)
+        # A failed attempt stays one when its feedback no longer fits and the episode ends here.
+        if attempt_from is not None:
+            self.conversation.exclude(attempt_from, self.stage.training_context)
         if ids is None:
             self._truncate()
             return None
-        if attempt_from is not None:
-            self.conversation.exclude(attempt_from, self.stage.training_context)
         return ids
 
     def _capped(self, message: Mapping[str, Any]) -> dict[str, Any]:

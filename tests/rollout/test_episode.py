@@ -168,3 +168,15 @@ def test_an_error_in_one_episode_ends_only_that_episode(play, task, tokenizer, m
     assert all(t.passed is False for t in bad.turns) and len(bad.turns) == task.num_turns
     assert bad.progress_reward() == 0.0 and "ended by an error" in caplog.text
     assert RolloutResult([good, bad], [], {}).stats()["errors"] == 0.5
+
+
+def test_an_attempt_cut_off_by_the_context_is_still_excluded(play, task):
+    """A retried failure whose feedback no longer fits ends the episode; the attempt is still a
+    failed attempt: masked from the loss like every retried one before it."""
+    stage = StageConfig(stage=1, env_mode="augmented", retry_budget=1000)
+    _, (e,) = play([task], stage, [["[cd(folder='nope')]"] * 200],
+                   limits=EpisodeLimits(max_turn_tokens=10_000, max_episode_tokens=2000))
+    replies = [s for s in e.conversation.segments if s.kind == "reply"]
+    assert e.truncated and len(replies) > 3
+    assert all(r.attempt for r in e.turns[0].replies)  # every reply a granted retry
+    assert all(s.masked for s in replies)
