@@ -37,6 +37,14 @@ setup(
         "uvicorn>=0.30,<1",
         "pydantic>=2.9,<3",
         "openai>=3.0,<4",
+        # Distillation (seetjax/distill, launch/distill.py): YAML configs, retries with backoff,
+        # Parquet shards (and fsspec for object storage), MinHash near-dedup, language id.
+        "PyYAML>=6.0,<7",
+        "tenacity>=9.0,<10",
+        "pyarrow>=17,<27",
+        "fsspec>=2024.6",
+        "datasketch>=1.6,<3",
+        "py3langid>=0.3,<0.5",
     ],
     extras_require={
         # torch is a test-only dependency: parity tests and PyTorch peer benchmarks.

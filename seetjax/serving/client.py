@@ -122,41 +122,48 @@ class EndpointPolicy:
 
     def messages(self, history: Sequence[Mapping[str, Any]], native: bool,
                  call_format: str) -> list[dict[str, Any]]:
-        """The episode's messages in the endpoint's terms (see the module docstring)."""
-        out: list[dict[str, Any]] = []
-        pending: list[str] = []  # ids of the last assistant calls not answered yet
-        for n, message in enumerate(history):
-            role, content = message["role"], message.get("content") or ""
-            if role == "assistant":
-                pending = []
-                calls = parse_tool_calls(content, call_format) if native else []
-                if native and not isinstance(calls, ParseError) and calls:
-                    ids = [f"call_{n}_{k}" for k in range(len(calls))]
-                    outside = _outside_hermes(content).strip()
-                    out.append({"role": "assistant", "content": outside or None,
-                                "tool_calls": [
-                                    {"id": i, "type": "function",
-                                     "function": {"name": c.name,
-                                                  "arguments": json.dumps(dict(c.args),
-                                                                          ensure_ascii=False)}}
-                                    for i, c in zip(ids, calls)]})
-                    pending = ids
-                else:
-                    out.append({"role": "assistant", "content": content})
-            elif role == "tool":
-                if native and pending:
-                    out.append({"role": "tool", "tool_call_id": pending.pop(0),
-                                "content": content})
-                elif native or self.config.tool_messages == "user":
-                    # No call to answer (an error about the message itself), or an API that
-                    # refuses tool messages without ids: said as the user.
-                    out.append({"role": "user", "content": content})
-                else:
-                    out.append({k: v for k, v in message.items() if k in ("role", "content",
-                                                                          "name")})
+        """The episode's messages in the endpoint's terms (see `chat_messages`)."""
+        return chat_messages(history, native, call_format, self.config.tool_messages)
+
+
+def chat_messages(history: Sequence[Mapping[str, Any]], native: bool, call_format: str,
+                  tool_messages: str = "tool") -> list[dict[str, Any]]:
+    """An episode's messages in an endpoint's terms (see the module docstring): with `native`,
+    calls written in assistant text become `tool_calls` with ids `call_<message>_<k>` and each
+    result a `tool` message answering one; `tool_messages="user"` says prompt-style results as
+    the user."""
+    out: list[dict[str, Any]] = []
+    pending: list[str] = []  # ids of the last assistant calls not answered yet
+    for n, message in enumerate(history):
+        role, content = message["role"], message.get("content") or ""
+        if role == "assistant":
+            pending = []
+            calls = parse_tool_calls(content, call_format) if native else []
+            if native and not isinstance(calls, ParseError) and calls:
+                ids = [f"call_{n}_{k}" for k in range(len(calls))]
+                outside = _outside_hermes(content).strip()
+                out.append({"role": "assistant", "content": outside or None,
+                            "tool_calls": [
+                                {"id": i, "type": "function",
+                                 "function": {"name": c.name,
+                                              "arguments": json.dumps(dict(c.args),
+                                                                      ensure_ascii=False)}}
+                                for i, c in zip(ids, calls)]})
+                pending = ids
             else:
-                out.append({"role": role, "content": content})
-        return out
+                out.append({"role": "assistant", "content": content})
+        elif role == "tool":
+            if native and pending:
+                out.append({"role": "tool", "tool_call_id": pending.pop(0), "content": content})
+            elif native or tool_messages == "user":
+                # No call to answer (an error about the message itself), or an API that refuses
+                # tool messages without ids: said as the user.
+                out.append({"role": "user", "content": content})
+            else:
+                out.append({k: v for k, v in message.items() if k in ("role", "content", "name")})
+        else:
+            out.append({"role": role, "content": content})
+    return out
 
 
 def reply_text(content: str | None, tool_calls: Sequence[Any]) -> str:

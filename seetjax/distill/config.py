@@ -1,0 +1,324 @@
+"""The distillation run's configuration: a YAML file validated into typed models before any request.
+
+Every field is checked on load (pydantic, unknown fields refused), and cross-field rules after
+(endpoint names unique, `preferred_order` naming known endpoints, scenario families registered,
+API-key variables set), so a bad config fails naming the field, e.g.
+`teacher_pool[1].base_url: must be an http(s):// URL`. `--set a.b=value` overrides parse their
+value as YAML (`--set concurrency.max_workers=32`, `--set teacher_pool.0.weight=3`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; the message names the field at fault."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Sampling(_Strict):
+    """Sampling parameters sent with every request to an endpoint."""
+
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(1024, ge=1)
+    seed: int | None = 0
+
+
+class EndpointSpec(_Strict):
+    """One OpenAI-compatible endpoint of a pool."""
+
+    name: str = Field(min_length=1)
+    base_url: str
+    model: str = Field(min_length=1)
+    api_key_env: str | None = None  # the variable holding its key (never the key itself)
+    provider: str = "openai-compatible"  # recorded in metadata.generation
+    weight: float = Field(1.0, gt=0.0)
+    sampling: Sampling = Sampling()
+    timeout_s: float = Field(120.0, gt=0.0)
+    max_requests: int = Field(0, ge=0)  # this endpoint's budget (0: unlimited)
+    max_tokens: int = Field(0, ge=0)  # prompt + completion tokens (0: unlimited)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s):// URL")
+        return v.rstrip("/")
+
+    def api_key(self) -> str:
+        """The key from `api_key_env` ("EMPTY" without one: local servers take any)."""
+        return os.environ.get(self.api_key_env, "") if self.api_key_env else "EMPTY"
+
+
+class Retries(_Strict):
+    """Per endpoint: attempts on 429 / 5xx / timeouts / malformed replies before falling back;
+    waits grow exponentially from `initial_s` to `max_s` with up to `jitter_s` of jitter, and are
+    at least an answer's Retry-After."""
+
+    max_attempts: int = Field(4, ge=1)
+    initial_s: float = Field(0.5, ge=0.0)
+    max_s: float = Field(30.0, ge=0.0)
+    jitter_s: float = Field(0.5, ge=0.0)
+
+
+class Concurrency(_Strict):
+    max_workers: int = Field(8, ge=1)  # scenarios in flight
+
+
+class Budget(_Strict):
+    """Run-wide limits over all endpoints (0: unlimited). When spent, no new scenario starts and
+    unfinished ones stay undone for a later run."""
+
+    max_requests: int = Field(0, ge=0)
+    max_tokens: int = Field(0, ge=0)
+
+
+class ReviewFlow(_Strict):
+    """A reviewer scores each valid trace; below `min_score` (or `needs_revision`) the teacher
+    gets the feedback and tries again, up to `max_rounds` refinement rounds."""
+
+    enabled: bool = False
+    min_score: float = Field(0.7, ge=0.0, le=1.0)
+    max_rounds: int = Field(1, ge=0)
+    parse_retries: int = Field(2, ge=0)  # unparsable reviewer replies asked again
+    refine_on_validation: bool = True  # a trace failing validation is also sent back
+
+
+class LanguagePolicy(_Strict):
+    """English-dominant narrative; a Chinese summary where required (per scenario overridable)."""
+
+    english_min_share: float = Field(0.6, ge=0.0, le=1.0)
+    require_chinese_summary: bool = False
+    summary_marker: str = "中文摘要："
+
+
+class PromptOverrides(_Strict):
+    """Per-scenario prompt settings; the global guardrails always stay."""
+
+    extra: str = ""
+    require_chinese_summary: bool | None = None
+
+
+class PromptConfig(_Strict):
+    guardrails: str = ""  # '' = the built-in guardrails (`seetjax.distill.prompts.GUARDRAILS`)
+    extra: str = ""
+
+
+DEFAULT_VALIDATORS = ("schema", "execution", "ground_truth", "tool_loops", "final_answer",
+                      "language_policy")
+
+
+class Validation(_Strict):
+    """Validators run on every trace; `required` ones must pass, all are scored against the
+    scenario's rubric (weights per validator)."""
+
+    validators: tuple[str, ...] = DEFAULT_VALIDATORS
+    required: tuple[str, ...] = DEFAULT_VALIDATORS
+    max_repeated_calls: int = Field(2, ge=1)  # identical calls in a row before it is a loop
+    max_execution_errors: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _subset(self) -> Validation:
+        if set(self.required) - set(self.validators):
+            raise ValueError("required: every required validator must also be in validators")
+        return self
+
+
+class EpisodeConfig(_Strict):
+    max_steps_per_turn: int = Field(8, ge=1)
+    reflection_passes: int = Field(0, ge=0)  # self-reflection on the final answer
+
+
+class Dedup(_Strict):
+    exact: bool = True
+    near: bool = True
+    threshold: float = Field(0.85, gt=0.0, le=1.0)  # estimated Jaccard of word shingles
+    num_perm: int = Field(128, ge=16)
+    shingle_words: int = Field(5, ge=1)
+
+
+class Output(_Strict):
+    """Where shards go: a local path or an fsspec URL (`s3://...`); the journal that makes the
+    writer resumable stays in `state_dir` (default: `url` itself, which must then be local)."""
+
+    url: str = Field(min_length=1)
+    state_dir: str = ""
+    formats: tuple[Literal["jsonl", "parquet"], ...] = ("jsonl",)
+    shard_size: int = Field(1000, ge=1)
+    fsync: bool = True
+
+    @model_validator(mode="after")
+    def _state(self) -> Output:
+        if not self.formats:
+            raise ValueError("formats: name at least one of jsonl, parquet")
+        if "://" in self.url and not self.url.startswith("file://") and not self.state_dir:
+            raise ValueError("state_dir: a local directory is needed when url is remote")
+        return self
+
+
+class ScenarioSpec(_Strict):
+    """A family's scenarios in this run: `quota` of them at `difficulty`, with pinned parameters
+    (family-specific: e.g. `categories`, `split`, generator knobs)."""
+
+    family: str
+    quota: int = Field(ge=0)
+    difficulty: Literal["easy", "medium", "hard"] = "medium"
+    seed: int = 0
+    params: dict[str, Any] = Field(default_factory=dict)
+    prompt: PromptOverrides = PromptOverrides()
+
+    def key(self) -> str:
+        """What makes this spec's scenarios distinct (part of their ids)."""
+        if not self.params:
+            return f"{self.family}/{self.difficulty}/{self.seed}"
+        pinned = hashlib.sha256(json.dumps(self.params, sort_keys=True).encode()).hexdigest()[:6]
+        return f"{self.family}/{self.difficulty}/{self.seed}/{pinned}"
+
+
+class DistillConfig(_Strict):
+    run_name: str = Field(min_length=1)
+    seed: int = 0
+    output: Output
+    scenarios: tuple[ScenarioSpec, ...] = Field(min_length=1)
+    teacher_pool: tuple[EndpointSpec, ...] = Field(min_length=1)
+    reviewer_pool: tuple[EndpointSpec, ...] = ()
+    preferred_order: tuple[str, ...] = ()
+    concurrency: Concurrency = Concurrency()
+    retries: Retries = Retries()
+    budget: Budget = Budget()
+    review_flow: ReviewFlow = ReviewFlow()
+    language_policy: LanguagePolicy = LanguagePolicy()
+    prompt: PromptConfig = PromptConfig()
+    validation: Validation = Validation()
+    episode: EpisodeConfig = EpisodeConfig()
+    dedup: Dedup = Dedup()
+    preflight: bool = True  # GET /models on every endpoint before any scenario
+
+    @model_validator(mode="after")
+    def _cross(self) -> DistillConfig:
+        names = [e.name for e in (*self.teacher_pool, *self.reviewer_pool)]
+        for field, pool in (("teacher_pool", self.teacher_pool),
+                            ("reviewer_pool", self.reviewer_pool)):
+            seen: set[str] = set()
+            for i, endpoint in enumerate(pool):
+                if endpoint.name in seen:
+                    raise ValueError(f"{field}[{i}].name: {endpoint.name!r} appears twice")
+                seen.add(endpoint.name)
+        for i, name in enumerate(self.preferred_order):
+            if name not in names:
+                raise ValueError(f"preferred_order[{i}]: {name!r} names no endpoint of the "
+                                 f"pools ({sorted(set(names))})")
+        if self.review_flow.enabled and not self.reviewer_pool:
+            raise ValueError("reviewer_pool: review_flow.enabled needs at least one reviewer")
+        keys: set[str] = set()
+        for i, spec in enumerate(self.scenarios):
+            if spec.key() in keys:
+                raise ValueError(f"scenarios[{i}]: the same family, difficulty, seed and params "
+                                 "as an earlier entry (raise its quota instead)")
+            keys.add(spec.key())
+        return self
+
+    def fingerprint(self) -> str:
+        """What a resumed run must share with the run it continues: everything that shapes
+        records, but not quotas, concurrency, budgets or endpoint URLs (a rerun may extend
+        quotas and move endpoints)."""
+        shaping = self.model_dump(mode="json", include={"run_name", "seed", "dedup", "output"})
+        shaping["output"] = {k: shaping["output"][k] for k in ("formats", "shard_size")}
+        return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _field_path(loc: Sequence[Any]) -> str:
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
+def parse_config(raw: Mapping[str, Any]) -> DistillConfig:
+    """Validates a config mapping; raises ConfigError naming every field at fault, then checks
+    what needs the registry and the environment (families, API-key variables)."""
+    from seetjax.distill.scenarios import FAMILIES
+    from seetjax.distill.validators import VALIDATORS
+
+    try:
+        config = DistillConfig.model_validate(raw)
+    except ValidationError as e:
+        lines = []
+        for error in e.errors():
+            message = error["msg"].removeprefix("Value error, ")
+            path = _field_path(error["loc"])
+            lines.append(f"{path}: {message}" if path else message)
+        raise ConfigError("bad distillation config:\n  " + "\n  ".join(lines)) from None
+    for i, spec in enumerate(config.scenarios):
+        if spec.family not in FAMILIES:
+            raise ConfigError(f"scenarios[{i}].family: unknown family {spec.family!r}; one of "
+                              f"{sorted(FAMILIES)}")
+        try:
+            FAMILIES[spec.family].check(spec)
+        except ValueError as e:
+            raise ConfigError(f"scenarios[{i}].params: {e}") from None
+    for i, name in enumerate(config.validation.validators):
+        if name not in VALIDATORS:
+            raise ConfigError(f"validation.validators[{i}]: unknown validator {name!r}; one of "
+                              f"{sorted(VALIDATORS)}")
+    for field, pool in (("teacher_pool", config.teacher_pool),
+                        ("reviewer_pool", config.reviewer_pool)):
+        for i, endpoint in enumerate(pool):
+            if endpoint.api_key_env and not os.environ.get(endpoint.api_key_env):
+                raise ConfigError(f"{field}[{i}].api_key_env: ${endpoint.api_key_env} is not set "
+                                  f"(endpoint {endpoint.name!r})")
+    return config
+
+
+def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """`a.b.0.c=value` assignments (values read as YAML) applied to a config mapping."""
+    for item in overrides:
+        path, sep, value = item.partition("=")
+        if not sep or not path:
+            raise ConfigError(f"override {item!r}: expected field.path=value")
+        node: Any = raw
+        parts = path.split(".")
+        for depth, part in enumerate(parts):
+            last = depth == len(parts) - 1
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ConfigError(f"override {item!r}: {'.'.join(parts[:depth + 1])} is not "
+                                      f"an index of a list of {len(node)}")
+                key: Any = int(part)
+            elif isinstance(node, dict):
+                key = part
+            else:
+                raise ConfigError(f"override {item!r}: {'.'.join(parts[:depth])} is not a "
+                                  "mapping or list")
+            if last:
+                node[key] = yaml.safe_load(value)
+            else:
+                if isinstance(node, dict):
+                    node = node.setdefault(key, {})
+                else:
+                    node = node[key]
+    return raw
+
+
+def load_config(path: str | os.PathLike, overrides: Sequence[str] = ()) -> DistillConfig:
+    """Reads a YAML config, applies overrides, validates (see the module docstring)."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"{os.fspath(path)}: {e}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{os.fspath(path)}: a config is a YAML mapping")
+    return parse_config(apply_overrides(raw, overrides))
