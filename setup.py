@@ -37,6 +37,7 @@ setup(
         "uvicorn>=0.30,<1",
         "pydantic>=2.9,<3",
         "openai>=3.0,<4",
+        "bm25s>=0.3.16,<0.4",  # retrieval: the BM25 baseline and hard-negative mining
         # Distillation (seetjax/distill, launch/distill.py): YAML configs, retries with backoff,
         # Parquet shards (and fsspec for object storage), MinHash near-dedup, language id.
         "PyYAML>=6.0,<7",
@@ -55,6 +56,10 @@ setup(
             "ruff>=0.17,<0.18",
             "torch==2.13.0",
             "httpx2>=2.12,<3",  # raw HTTP in the serving tests (the openai client's own)
+            # Retrieval parity (embeddings) and metric checks (the Makefile installs the MiniLM
+            # weights package without its deps).
+            "sentence-transformers>=6.2,<7",
+            "ranx>=0.3.21,<0.4",
         ],
     },
 )

