@@ -7,6 +7,8 @@ number per message, text around them allowed; ``json``, an object ``{"name": ...
 every node is checked to be a literal (string, number, bool, None, list, tuple, dict; a tuple
 stays a tuple); nothing is evaluated. Positional arguments get their parameter names from the
 tool's schema (BFCL's own decoder drops them; `seetjax.tools.official` decodes as BFCL does).
+A dotted tool name (`math.factorial(n=5)`, as BFCL's single-turn tools are named) is read only
+where `schemas` documents it; any other attribute access is refused.
 
 Parsers never raise on bad model text: they return a `ParseError` that says what is wrong and where.
 A message that does not attempt a call at all (plain prose) parses to an empty list: the turn ends.
@@ -219,7 +221,8 @@ def _python_call(node: ast.AST, source: str, schemas: Mapping[str, ParamNames] |
     where = _node_offset(source, node)
     if not isinstance(node, ast.Call):
         raise _Reject(f"expected a function call, found {_describe(node)}", where)
-    if not isinstance(node.func, ast.Name):
+    name = _tool_name(node.func, schemas)
+    if name is None:
         raise _Reject(f"the called object must be a plain tool name, found {_describe(node.func)}",
                       _node_offset(source, node.func))
     args: dict[str, Any] = {}
@@ -233,7 +236,22 @@ def _python_call(node: ast.AST, source: str, schemas: Mapping[str, ParamNames] |
         if isinstance(arg, ast.Starred):
             raise _Reject("`*` unpacking is not allowed", _node_offset(source, arg))
         positional.append(_literal(arg, source, 0))
-    return _bind(node.func.id, args, positional, schemas)
+    return _bind(name, args, positional, schemas)
+
+
+def _tool_name(func: ast.AST, schemas: Mapping[str, ParamNames] | None) -> str | None:
+    """A plain name, or a dotted one (`math.factorial`) that `schemas` documents: BFCL's
+    single-turn tools are named so. Any other attribute access is refused (`os.system`)."""
+    if isinstance(func, ast.Name):
+        return func.id
+    parts = []
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    if not isinstance(func, ast.Name) or not schemas:
+        return None
+    dotted = ".".join([func.id, *reversed(parts)])
+    return dotted if dotted in schemas else None
 
 
 def _literal(node: ast.AST, source: str, depth: int) -> Any:

@@ -19,6 +19,7 @@ from seetjax.tools.calls import (
     parse_python_calls,
     parse_tool_calls,
 )
+from seetjax.tools.schema import ToolSchema
 
 FS = {s.name: s for s in class_schemas("GorillaFileSystem")}
 
@@ -89,6 +90,16 @@ def test_python_errors_say_what_and_where(text, fragment, column):
     if column is not None:
         assert (error.line, error.column) == (1, column)
     assert "python" in str(error)
+
+
+def test_dotted_tool_names_are_read_only_where_the_schemas_document_them():
+    doc = {"name": "math.factorial", "parameters": {"properties": {"n": {"type": "integer"}}}}
+    schemas = {"math.factorial": ToolSchema.from_doc(doc)}
+    assert parse_python_calls("[math.factorial(5)]", schemas) == [ToolCall("math.factorial", {"n": 5})]
+    for text, known in (("[math.factorial(n=5)]", None), ("[os.system('ls')]", schemas),
+                        ("[math.gamma(n=5)]", schemas), ("[f().g(n=5)]", schemas)):
+        error = parse_python_calls(text, known)
+        assert isinstance(error, ParseError) and "plain tool name" in error.message, text
 
 
 def test_python_error_position_counts_characters_not_bytes():
