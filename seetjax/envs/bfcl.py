@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -278,10 +278,16 @@ class BfclEnv:
 def _system_prompt(task: BfclTask, config: BfclEnvConfig) -> str | None:
     """The system prompt of an episode; cached, as rendering ~30 docs as indented JSON costs more
     than the rest of an episode."""
+    return system_prompt(task.docs, config)
+
+
+def system_prompt(docs: Sequence[Mapping[str, Any]], config: BfclEnvConfig) -> str | None:
+    """The system prompt that shows `docs` in `config`'s prompt style; None for "native", whose
+    docs go in the chat template's tools section (`prompts.native_tools`)."""
     if config.prompt_style == "bfcl":
-        return prompts.bfcl_system_prompt(task.docs)
+        return prompts.bfcl_system_prompt(docs)
     if config.prompt_style == "compact":
         taught = config.resolved_call_format
-        return prompts.compact_system_prompt(task.docs, "python" if taught == "auto" else taught,
+        return prompts.compact_system_prompt(docs, "python" if taught == "auto" else taught,
                                              config.compact_description_chars)
     return None
