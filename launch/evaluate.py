@@ -6,6 +6,8 @@
     python launch/evaluate.py --run=runs/tiny --decoding=lenient,official   # + bfcl_eval's decoding
     python launch/evaluate.py --endpoint=http://127.0.0.1:8000/v1 --model=NAME \
         --prompt_style=native --api_key_env=OPENAI_API_KEY --concurrency=16   # any endpoint
+    python launch/evaluate.py --model=/models/Qwen2.5-7B-Instruct --prompt_style=bfcl \
+        --categories=simple,multiple,parallel,parallel_multiple,irrelevance,live_simple,base
 
 With --run, the model is the run's checkpoint (the latest, or --step) and the prompts, token limits
 and environment are the run's own; with --model they come from the flags. With --endpoint, any
@@ -14,6 +16,13 @@ evaluated through the `openai` client, --model naming its model: native function
 --prompt_style=native, BFCL's prompt styles otherwise; same executor, checker and report.
 Greedy by default; writes <out>.md (a table per split in the leaderboard's form and the agent
 metrics) and <out>.json (per-entry verdicts).
+
+--categories may name BFCL's single-turn categories (simple, live_multiple, irrelevance, ...:
+`seetjax.envs.bfcl_single`) next to the multi-turn ones, with a local model: one reply per task
+(the first --per_category of each; splits are multi-turn's), read as the prompt style reads
+replies, under each --decoding. <out>.md then also holds their accuracy per category with BFCL's
+aggregates (non-live AST, live AST, irrelevance, relevance) beside the multi-turn overall scores,
+and <out>.single_turn.json their per-entry verdicts.
 """
 
 import dataclasses
@@ -26,8 +35,10 @@ from flax import nnx
 
 from seetjax.base_model import resolve_model_path
 from seetjax.cache import enable_compilation_cache
+from seetjax.envs import bfcl_single
 from seetjax.envs.bfcl import DECODINGS, SPLITS, BfclEnvConfig, load_split
 from seetjax.envs.bfcl_data import CATEGORIES
+from seetjax.eval import single_turn_eval
 from seetjax.eval.evaluate import (
     EVAL_STAGE,
     evaluate_tasks,
@@ -69,8 +80,12 @@ _TOKENIZER = flags.DEFINE_string(
     "episode limits ('' = the embedded default's; the endpoint's own model's is exact).")
 _OUT = flags.DEFINE_string("out", "eval", "Output stem: <out>.md and <out>.json.")
 _SPLITS = flags.DEFINE_list("splits", ["train", "test"], "BFCL splits.")
-_CATEGORIES = flags.DEFINE_list("categories", ["base", "miss_func", "miss_param", "long_context"],
-                                "BFCL multi-turn categories.")
+_CATEGORIES = flags.DEFINE_list(
+    "categories", ["base", "miss_func", "miss_param", "long_context"],
+    f"BFCL categories: multi-turn ({', '.join(CATEGORIES)}) and/or single-turn "
+    f"({', '.join(bfcl_single.CATEGORIES)}; local model only).")
+_SINGLE_TURN_BATCH = flags.DEFINE_integer(
+    "single_turn_batch_size", 64, "Single-turn prompts sampled at once.")
 _PER_CATEGORY = flags.DEFINE_integer("per_category", 0, "Tasks per category and split (0: all).")
 _PROMPT_STYLE = flags.DEFINE_enum("prompt_style", "compact", ["bfcl", "native", "compact"],
                                   "How tools are shown.")
@@ -91,8 +106,25 @@ _DECODINGS = flags.DEFINE_list(
 # Checked when the flags are parsed: a bad value fails before any model loads, with its flag named.
 flags.register_validator("splits", lambda v: bool(v) and set(v) <= set(SPLITS),
                          f"--splits: a comma-separated list of {', '.join(SPLITS)}")
-flags.register_validator("categories", lambda v: bool(v) and set(v) <= set(CATEGORIES),
-                         f"--categories: a comma-separated list of {', '.join(CATEGORIES)}")
+
+
+def _check_categories(names: list[str]) -> bool:
+    unknown = [c for c in names if c not in (*CATEGORIES, *bfcl_single.CATEGORIES)]
+    if unknown or not names:
+        raise flags.ValidationError(
+            f"--categories: unknown {', '.join(unknown) or 'empty list'}; a comma-separated list "
+            f"of {', '.join((*CATEGORIES, *bfcl_single.CATEGORIES))}")
+    return True
+
+
+flags.register_validator("categories", _check_categories)
+flags.register_validator("single_turn_batch_size", lambda v: v >= 1,
+                         "--single_turn_batch_size must be >= 1")
+flags.register_multi_flags_validator(
+    ["endpoint", "categories"],
+    lambda f: not f["endpoint"] or set(f["categories"]) <= set(CATEGORIES),
+    "--endpoint plays multi-turn categories only; single-turn ones need a local model "
+    "(--model or --run)")
 flags.register_validator("decoding", lambda v: bool(v) and set(v) <= set(DECODINGS)
                          and len(set(v)) == len(v),
                          f"--decoding: a comma-separated list of distinct {', '.join(DECODINGS)}")
@@ -193,9 +225,10 @@ def main(argv):
                              SamplingParams(temperature=_TEMPERATURE.value),
                              tokenizer.stop_ids, jax.random.key(0))
 
+    multi_turn = [c for c in _CATEGORIES.value if c in CATEGORIES]
     reports = []
-    for split in _SPLITS.value:
-        tasks = load_split(split, _CATEGORIES.value, _PER_CATEGORY.value or None)
+    for split in _SPLITS.value if multi_turn else ():
+        tasks = load_split(split, multi_turn, _PER_CATEGORY.value or None)
         first = rollouts[decodings[0]]
         played = first.episodes(tasks, EVAL_STAGE, progress=1.0, seed=0)
         first.play(played, policy())
@@ -206,8 +239,33 @@ def main(argv):
                 reports.append(redecode(rollouts[decoding], policy(), played, label))
             else:
                 reports.append(evaluate_tasks(rollouts[decoding], policy(), tasks, label))
-    write_reports(reports, str(out))
-    print(markdown(reports))
+    text = markdown(reports) if reports else ""
+    if reports:
+        write_reports(reports, str(out))
+    single_turn = evaluate_single_turn(policy(), tokenizer, rollouts)
+    if single_turn:
+        single_turn_eval.write_reports(single_turn, str(out))
+        text += "\n" * bool(text) + single_turn_eval.markdown(single_turn) + "\n" + \
+            single_turn_eval.leaderboard_markdown(decodings, _SPLITS.value, single_turn, reports)
+        Path(f"{out}.md").write_text(text)
+    print(text)
+
+
+def evaluate_single_turn(policy: SamplerPolicy, tokenizer: Tokenizer,
+                         rollouts: dict[str, Rollout]) -> list[single_turn_eval.SingleTurnReport]:
+    """The single-turn categories of --categories: one reply per task, read under each decoding
+    (`rollouts`, keyed by decoding, give the prompt style, limits and readings)."""
+    categories = [c for c in _CATEGORIES.value if c in bfcl_single.CATEGORIES]
+    if not categories:
+        return []
+    tasks = bfcl_single.load(categories, _PER_CATEGORY.value or None)
+    config = next(iter(rollouts.values())).config
+    replies = single_turn_eval.generate_replies(tasks, policy, tokenizer, config.env,
+                                                config.limits, _SINGLE_TURN_BATCH.value)
+    return [single_turn_eval.SingleTurnReport(
+        split_label(single_turn_eval.SINGLE_TURN, decoding),
+        tuple(single_turn_eval.check_replies(tasks, replies, rollout.config.env)))
+        for decoding, rollout in rollouts.items()]
 
 
 if __name__ == "__main__":

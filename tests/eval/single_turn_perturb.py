@@ -28,17 +28,29 @@ def ground_truth(task: SingleTurnTask, pick: str = "first", rng: random.Random |
 
 def _call(answer: ExpectedCall, pick: str, rng: random.Random | None,
           underscore_to_dot: bool) -> ToolCall:
-    args = {}
-    for param, choices in answer.choices.items():
-        if not choices:
-            continue
-        value = {"first": choices[0], "last": choices[-1]}.get(pick)
-        if pick == "random":
-            value = rng.choice(choices)
-        if value != "":
-            args[param] = value
     name = answer.name.replace(".", "_") if underscore_to_dot else answer.name
-    return ToolCall(name, args)
+    return ToolCall(name, _picked(answer.choices, pick, rng))
+
+
+def _picked(choices: dict[str, Any], pick: str, rng: random.Random | None,
+            resolve: bool = True) -> dict[str, Any]:
+    """One accepted value per key ("" leaves the key out). BFCL lists the accepted values of
+    each key of a dict argument, one level deep: with `resolve`, such dicts (alone or in a list)
+    are resolved likewise."""
+    out = {}
+    for key, accepted in choices.items():
+        if not accepted:
+            continue
+        value = rng.choice(accepted) if pick == "random" else accepted[0 if pick == "first" else -1]
+        if value == "":
+            continue
+        if resolve and isinstance(value, dict):
+            value = _picked(value, pick, rng, resolve=False)
+        elif resolve and isinstance(value, list):
+            value = [_picked(v, pick, rng, resolve=False) if isinstance(v, dict) else v
+                     for v in value]
+        out[key] = value
+    return out
 
 
 def _wrong(value: Any) -> Any:

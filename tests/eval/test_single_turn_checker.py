@@ -46,8 +46,10 @@ def test_ground_truths_and_perturbations_get_bfcl_evals_verdicts():
         for kind in PERTURBATIONS:
             outcomes[kind, _agree(task, perturb(task, kind, rng))] += 1
     assert sum(outcomes.values()) >= 27_000
-    assert outcomes["ground truth", True] >= 4_500  # BFCL's own answers pass, bar a few
-    assert outcomes["underscored", True] >= 700 and outcomes["dotted, fc", False] >= 700
+    # BFCL's own answers pass, bar a few of its data's quirks (a required parameter whose
+    # first accepted value is "", an answer naming a parameter its doc lacks).
+    assert outcomes["ground truth", True] >= 4_650 and outcomes["ground truth", False] <= 30
+    assert outcomes["underscored", True] >= 730 and outcomes["dotted, fc", False] >= 730
     for kind in ("value", "type", "missing_required", "extra", "name", "count"):
         assert outcomes[kind, False] >= 2_000, kind  # mistakes fail...
     for kind in ("order", "string_form", "drop_optional"):
