@@ -36,6 +36,7 @@ from seetjax.envs.bfcl import BfclEnvConfig, system_prompt
 from seetjax.envs.bfcl_data import data_dir, read_jsonl
 from seetjax.tools import prompts
 from seetjax.tools.calls import ParseError, ToolCall
+from seetjax.tools.official import decode_official_ast
 from seetjax.tools.schema import ToolSchema
 
 NON_LIVE_AST = ("simple", "multiple", "parallel", "parallel_multiple")
@@ -149,7 +150,10 @@ def opening(task: SingleTurnTask, config: BfclEnvConfig
 
 def parse_reply(task: SingleTurnTask, text: str, config: BfclEnvConfig
                 ) -> list[ToolCall] | ParseError:
-    """The calls of the model's reply, read as `config` reads multi-turn replies (its call
-    format and decoding), positional arguments named through the shown docs."""
+    """The calls of the model's reply. Decoding "lenient": read as `config` reads multi-turn
+    replies (its call format; positional arguments named through the shown docs); "official":
+    as bfcl_eval decodes single-turn replies (`decode_official_ast`)."""
     schemas = {doc["name"]: ToolSchema.from_doc(doc) for doc in shown_docs(task, config)}
+    if config.decoding == "official":
+        return decode_official_ast(text, schemas, config.max_message_chars)
     return config.parse_calls(text, schemas)

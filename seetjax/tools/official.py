@@ -16,6 +16,10 @@ in the rendered string), the answer is a `ParseError` that says so: nothing here
 Values keep the bounds of `seetjax.tools.calls` (a bounded value that bfcl_eval would pass on is a
 `ParseError` here). Text bfcl_eval cannot decode is a `ParseError`, except text that attempts no
 call (prose), which is `[]`: bfcl_eval ends the turn on either, and so does the environment.
+
+For single-turn entries bfcl_eval stops before rendering (`default_decode_ast_prompting`) and
+judges the decoded values: `decode_official_ast` gives those (same steps, same refusals to
+evaluate).
 """
 
 from __future__ import annotations
@@ -64,12 +68,27 @@ def decode_official(text: str, schemas: Mapping[str, ParamNames] | None = None,
     positional arguments, so they are never mapped to names. Never raises.
     """
     del schemas
+    return _guarded(text, max_chars, rendered=True)
+
+
+def decode_official_ast(text: str, schemas: Mapping[str, ParamNames] | None = None,
+                        max_chars: int = MAX_MESSAGE_CHARS) -> list[ToolCall] | ParseError:
+    """The calls bfcl_eval's single-turn decoding (`default_decode_ast_prompting`, whose calls
+    its AST checker judges) reads in `text`: `decode_official`'s reading without the rendering
+    for an executor, so values stay as decoded (a nested call with keywords is a `{name: {...}}`
+    dict; `{}`, dicts of dicts and non-string dict keys stay). Arithmetic, which bfcl_eval
+    evaluates, is a `ParseError` here too. Never raises."""
+    del schemas
+    return _guarded(text, max_chars, rendered=False)
+
+
+def _guarded(text: str, max_chars: int, rendered: bool) -> list[ToolCall] | ParseError:
     if not isinstance(text, str):
         return ParseError(f"expected a string message, got {type(text).__name__}", FORMAT)
     if len(text) > max_chars:
         return ParseError(f"message too long ({len(text)} characters; limit {max_chars})", FORMAT)
     try:
-        return _decode(text)
+        return _decode(text, rendered)
     except _Reject as e:
         if isinstance(e, _Evaluates) or _attempts_call(text):
             return ParseError(e.message, FORMAT)
@@ -91,7 +110,7 @@ def official_call_string(call: ToolCall) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
-def _decode(text: str) -> list[ToolCall]:
+def _decode(text: str, rendered: bool) -> list[ToolCall]:
     body = text.strip("`\n ")
     if not body.startswith("["):
         body = "[" + body
@@ -114,7 +133,10 @@ def _decode(text: str) -> list[ToolCall]:
         if not isinstance(element, ast.Call):
             raise _Unsupported(f"the list holds {_kind(element)}, not a call: `{_source(element)}`")
         decoded.append(_resolve_call(element, 0))
-    return [_executed_call(name, args) for name, args in decoded]
+    if rendered:
+        return [_executed_call(name, args) for name, args in decoded]
+    # bfcl_eval's keywords as they are (`**x` is the keyword None, a parameter no doc has).
+    return [ToolCall(name, {str(k): _plain(v) for k, v in args.items()}) for name, args in decoded]
 
 
 def _resolve_call(node: ast.Call, depth: int) -> tuple[str, dict[Any, Any]]:
@@ -184,6 +206,17 @@ def _resolve(node: ast.AST | None, depth: int) -> Any:
     if isinstance(node, ast.Subscript):
         return _scalar(_unparse(node.value) + "[" + _unparse(node.slice) + "]")
     raise _Unsupported(f"unsupported {_kind(node)} `{_source(node)}`")
+
+
+def _plain(value: Any) -> Any:
+    """A decoded value with its nested calls as the plain dicts bfcl_eval builds."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value
 
 
 def _scalar(value: Any) -> Any:

@@ -26,11 +26,12 @@ def _reply(task, config):
 AST = bfcl_single.load(bfcl_single.NON_LIVE_AST + bfcl_single.LIVE_AST)
 
 
-@pytest.mark.parametrize("style", PROMPT_STYLES)
-def test_ground_truth_replies_read_back_to_their_calls_in_every_style(style):
+@pytest.mark.parametrize("style,decoding", [*((s, "lenient") for s in PROMPT_STYLES),
+                                            ("bfcl", "official"), ("compact", "official")])
+def test_ground_truth_replies_read_back_to_their_calls_in_every_style(style, decoding):
     """Every AST entry's ground truth, written as the style answers and read back: the verdict
     is the checker's on the calls themselves (all pass but BFCL's few quirky answers)."""
-    config = BfclEnvConfig(prompt_style=style)
+    config = BfclEnvConfig(prompt_style=style, decoding=decoding)
     results = single_turn_eval.check_replies(AST, [_reply(t, config) for t in AST], config)
     failing = {t.id for t in AST if not check(t, ground_truth(t)).valid}
     assert {r.task_id for r in results if not r.valid} == failing and len(failing) < 10

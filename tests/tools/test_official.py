@@ -19,19 +19,30 @@ from unittest import mock
 
 import pytest
 
+from seetjax.envs import bfcl_single
 from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
 from seetjax.envs.bfcl_data import CATEGORIES, load_tasks
 from seetjax.tools.calls import ParseError, ToolCall, parse_python_calls
-from seetjax.tools.official import decode_official, is_evaluation_error, official_call_string
+from seetjax.tools.official import (
+    decode_official,
+    decode_official_ast,
+    is_evaluation_error,
+    official_call_string,
+)
+from tests.eval.single_turn_perturb import ground_truth
+
+
+def _bfcl_decoders():
+    stubs = {name: mock.MagicMock() for name in
+             ("tenacity", "tree_sitter", "tree_sitter_java", "tree_sitter_javascript")}
+    with mock.patch.dict(sys.modules, stubs):
+        from bfcl_eval.model_handler import utils
+    return utils
 
 
 @pytest.fixture(scope="module")
 def bfcl_decode():
-    stubs = {name: mock.MagicMock() for name in
-             ("tenacity", "tree_sitter", "tree_sitter_java", "tree_sitter_javascript")}
-    with mock.patch.dict(sys.modules, stubs):
-        from bfcl_eval.model_handler.utils import default_decode_execute_prompting
-    return default_decode_execute_prompting
+    return _bfcl_decoders().default_decode_execute_prompting
 
 
 def _value(node: ast.AST) -> Any:
@@ -158,6 +169,37 @@ def test_official_decoding_matches_bfcl_eval_on_every_ground_truth(bfcl_decode):
                     else:
                         disagreements.append((task.id, kind, text[:200], problem[:300]))
     assert cases > 10_000
+    assert not disagreements, (f"{len(disagreements)} of {cases}", disagreements[:10])
+
+
+def test_single_turn_official_decoding_matches_bfcl_evals_ast_decoding():
+    """`decode_official_ast` against bfcl_eval's `default_decode_ast_prompting` on every
+    single-turn AST entry's ground truth written as a model would, and the perturbations above:
+    the same calls with the same value types, or a failure on both sides; only arithmetic, which
+    bfcl_eval evaluates, is refused here alone."""
+    decode = _bfcl_decoders().default_decode_ast_prompting
+    rng = random.Random(0)
+    cases, disagreements = 0, []
+    for category in bfcl_single.NON_LIVE_AST + bfcl_single.LIVE_AST:
+        for task in bfcl_single.load_tasks(category):
+            calls = ground_truth(task)
+            listed = "[" + ", ".join(c.to_python() for c in calls) + "]"
+            for kind, text, _ in [("ground_truth", listed, False), *perturbations(calls, rng)]:
+                cases += 1
+                ours = decode_official_ast(text)
+                try:
+                    theirs = decode(text)
+                except Exception:  # noqa: BLE001 - any failure of bfcl_eval's decoder
+                    theirs = None
+                if kind == "binop":
+                    agree = isinstance(ours, ParseError) and is_evaluation_error(ours)
+                elif theirs is None or isinstance(ours, ParseError):
+                    agree = theirs is None and isinstance(ours, ParseError)
+                else:
+                    agree = _same([{c.name: dict(c.args)} for c in ours], theirs)
+                if not agree:
+                    disagreements.append((task.id, kind, text[:200], ours, theirs))
+    assert cases > 25_000
     assert not disagreements, (f"{len(disagreements)} of {cases}", disagreements[:10])
 
 
