@@ -28,8 +28,12 @@ Array = jax.Array
 
 @struct.dataclass
 class KVCache:
-    """Keys and values of every layer, [batch, kv_heads, slots, head_dim] each (heads before
-    slots: decode attention reads each head's slots contiguously, ~3x faster on CPU).
+    """Keys [batch, kv_heads, head_dim, slots] and values [batch, kv_heads, slots, head_dim] of
+    every layer. Heads come before slots so attention reads each head's slots contiguously (~3x
+    faster on CPU than slots first), and keys are stored transposed so both attention matmuls
+    are plain (rows x contraction) @ (contraction x columns) products: scoring one new query
+    against the keys took ~3x less time that way than against [slots, head_dim] keys
+    (docs/performance.md).
 
     Row b holds its tokens in slots [0, lengths[b]); new tokens are written right after them, so
     rows of different lengths never waste slots on each other's padding.
@@ -40,28 +44,42 @@ class KVCache:
     lengths: Array  # [batch] int32
 
     AXES = ("batch", "kv_heads", None, None)  # logical axes of each key/value array
+    KEY_SLOT_AXIS, VALUE_SLOT_AXIS = 3, 2
 
     @classmethod
     def zeros(cls, cfg: ModelConfig, batch: int, slots: int,
               mesh: jax.sharding.Mesh | None = None) -> KVCache:
         """An empty cache; with a `mesh`, created already sharded (rows over the batch axes,
         KV heads over the tensor axis), never materialised on one device."""
-        shape = (batch, cfg.num_kv_heads, slots, cfg.head_dim)
-        kv_sharding = row_sharding = None
+        key_shape = (batch, cfg.num_kv_heads, cfg.head_dim, slots)
+        value_shape = (batch, cfg.num_kv_heads, slots, cfg.head_dim)
+        row_sharding = None
         if mesh is not None:
-            kv_sharding = sharding.named(mesh, cls.AXES, shape)
             row_sharding = sharding.named(mesh, ("batch",), (batch,))
 
-        def zeros() -> tuple[Array, ...]:
-            return tuple(jnp.zeros(shape, cfg.compute_dtype, device=kv_sharding)
+        def zeros(shape) -> tuple[Array, ...]:
+            device = None if mesh is None else sharding.named(mesh, cls.AXES, shape)
+            return tuple(jnp.zeros(shape, cfg.compute_dtype, device=device)
                          for _ in range(cfg.num_layers))
 
-        return cls(keys=zeros(), values=zeros(),
+        return cls(keys=zeros(key_shape), values=zeros(value_shape),
                    lengths=jnp.zeros((batch,), jnp.int32, device=row_sharding))
 
     @property
     def slots(self) -> int:
-        return self.keys[0].shape[2]
+        return self.values[0].shape[self.VALUE_SLOT_AXIS]
+
+    def resize(self, slots: int) -> KVCache:
+        """The cache with `slots` slots per row: zero slots appended, or trailing slots cut (only
+        slots no row uses may be cut)."""
+        def fit(x: Array, axis: int) -> Array:
+            have = x.shape[axis]
+            if slots >= have:
+                return jnp.pad(x, [(0, slots - have) if a == axis else (0, 0)
+                                   for a in range(x.ndim)])
+            return jax.lax.slice_in_dim(x, 0, slots, axis=axis)
+        return self.replace(keys=tuple(fit(k, self.KEY_SLOT_AXIS) for k in self.keys),
+                            values=tuple(fit(v, self.VALUE_SLOT_AXIS) for v in self.values))
 
 
 @functools.lru_cache(maxsize=64)
@@ -163,8 +181,9 @@ class Attention(nnx.Module):
             out = causal_blocked_attention(q, k, v, mask, cfg.attention_block)
         else:
             cache_k, cache_v, lengths = kv
-            k = _write_rows(cache_k, k, lengths)
-            v = _write_rows(cache_v, v, lengths)
+            # [B, T, K, D] -> keys [B, K, D, T], values [B, K, T, D]
+            k = _write_rows(cache_k, k.transpose(0, 2, 3, 1), lengths, KVCache.KEY_SLOT_AXIS)
+            v = _write_rows(cache_v, v.transpose(0, 2, 1, 3), lengths, KVCache.VALUE_SLOT_AXIS)
             out = cached_attention(q, k, v, mask)
         return self.o_proj(out.reshape(b, t, -1)), (k, v)
 
@@ -185,20 +204,24 @@ def causal_blocked_attention(q: Array, k: Array, v: Array, mask: Array, block: i
     return jnp.concatenate(outs, axis=1)
 
 
-def _write_rows(cache: Array, new: Array, starts: Array) -> Array:
-    """cache[b, :, starts[b]:starts[b] + T] = new[b] (new: [B, T, K, D]) for every row b."""
-    write = lambda c, n, s: jax.lax.dynamic_update_slice(c, n, (0, s, 0))  # noqa: E731
-    return jax.vmap(write)(cache, new.swapaxes(1, 2).astype(cache.dtype), starts)
+def _write_rows(cache: Array, new: Array, starts: Array, slot_axis: int) -> Array:
+    """Row b of `new` (laid out as the cache, with T slots) written into row b of `cache` from
+    slot starts[b] on, for every row b."""
+    def write(c, n, s):
+        start = [0] * c.ndim
+        start[slot_axis - 1] = s
+        return jax.lax.dynamic_update_slice(c, n, start)
+    return jax.vmap(write)(cache, new.astype(cache.dtype), starts)
 
 
 def cached_attention(q: Array, k: Array, v: Array, mask: Array) -> Array:
-    """Grouped-query attention of q [B, T, N, D] over a cache k, v [B, K, S, D]; mask [B, T, S].
-    Scores and softmax in f32. Heads-major operands keep both matmuls free of transposes of the
-    cache (2-3x faster than the slots-major layout on CPU, for decode and prefill alike)."""
+    """Grouped-query attention of q [B, T, N, D] over cached keys k [B, K, D, S] and values
+    v [B, K, S, D]; mask [B, T, S]. Scores and softmax in f32. Heads-major operands with keys
+    stored transposed keep both matmuls free of transposes of the cache (see `KVCache`)."""
     b, t, n, d = q.shape
     kv_heads = k.shape[1]
     groups = (q * d ** -0.5).reshape(b, t, kv_heads, n // kv_heads, d).transpose(0, 2, 3, 1, 4)
-    scores = jnp.einsum("bkgtd,bksd->bkgts", groups, k.astype(q.dtype),
+    scores = jnp.einsum("bkgtd,bkds->bkgts", groups, k.astype(q.dtype),
                         preferred_element_type=jnp.float32)
     scores = jnp.where(mask[:, None, None], scores, _MASKED)
     probs = jax.nn.softmax(scores, axis=-1).astype(q.dtype)

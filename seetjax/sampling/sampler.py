@@ -245,10 +245,7 @@ class Sampler:
         longest = int(jax.device_get(cache.lengths).max())
         if longest + more <= cache.slots:
             return state
-        pad = bucket(longest + more, self.min_slots) - cache.slots
-        widen = lambda x: jnp.pad(x, [(0, 0), (0, 0), (0, pad), (0, 0)])  # noqa: E731
-        state = state.replace(cache=cache.replace(keys=tuple(map(widen, cache.keys)),
-                                                  values=tuple(map(widen, cache.values))))
+        state = state.replace(cache=cache.resize(bucket(longest + more, self.min_slots)))
         if self.mesh is not None:
             state = jax.device_put(state, self._state_shardings(state))
         return state

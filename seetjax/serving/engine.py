@@ -43,6 +43,7 @@ from flax import nnx
 
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.models.transformer import KVCache, Transformer
+from seetjax.sampling.next_token import inverse_cdf_sample
 from seetjax.sampling.sampler import DecodeState, Sampler, SequenceBatch, bucket
 
 logger = logging.getLogger(__name__)
@@ -280,8 +281,8 @@ def _sample_rows(logits: Array, keys: Array, temperature: Array, top_p: Array, t
     # Sorting the vocabulary every step costs; only batches with a filtered row pay it.
     filtered = jax.lax.cond(jnp.any(~greedy & ((top_p < 1.0) | (top_k > 0))), truncate,
                             lambda x: x, scaled)
-    drawn = jax.vmap(lambda k, x: jax.random.categorical(jax.random.wrap_key_data(k), x))(
-        keys, filtered)
+    uniforms = jax.vmap(lambda k: jax.random.uniform(jax.random.wrap_key_data(k)))(keys)
+    drawn = inverse_cdf_sample(filtered, uniforms)
     tokens = jnp.where(greedy, jnp.argmax(logits, axis=-1), drawn).astype(jnp.int32)
     chosen = jnp.take_along_axis(logprobs, tokens[:, None], axis=-1)[:, 0]
     if num_top:
@@ -346,26 +347,18 @@ def _decode_chunk(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState,
 def _resize_slots(state: DecodeState, slots: int) -> DecodeState:
     """The cache with `slots` slots per row (padded with zeros, or cut: callers only cut slots
     no live row uses)."""
-    def fit(x):
-        have = x.shape[2]
-        if slots >= have:
-            return jnp.pad(x, [(0, 0), (0, 0), (0, slots - have), (0, 0)])
-        return x[:, :, :slots]
-    cache = state.cache
-    return state.replace(cache=cache.replace(keys=tuple(map(fit, cache.keys)),
-                                             values=tuple(map(fit, cache.values))))
+    return state.replace(cache=state.cache.resize(slots))
 
 
 def _insert_rows(big: DecodeState, small: DecodeState, src: Array, dst: Array) -> DecodeState:
     """big's rows dst[i] = small's rows src[i] (dst out of range: dropped, for padding)."""
-    pad = big.cache.slots - small.cache.slots
+    small_cache = small.cache.resize(big.cache.slots)
 
     def put(b, s):
-        s = jnp.pad(s, [(0, 0), (0, 0), (0, pad), (0, 0)])
         return b.at[dst].set(s[src], mode="drop")
 
-    cache = KVCache(keys=tuple(map(put, big.cache.keys, small.cache.keys)),
-                    values=tuple(map(put, big.cache.values, small.cache.values)),
+    cache = KVCache(keys=tuple(map(put, big.cache.keys, small_cache.keys)),
+                    values=tuple(map(put, big.cache.values, small_cache.values)),
                     lengths=big.cache.lengths.at[dst].set(small.cache.lengths[src], mode="drop"))
     return DecodeState(cache=cache, logits=big.logits.at[dst].set(small.logits[src], mode="drop"))
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from seetjax.sampling import SamplingParams, sample_next_token
+from seetjax.sampling.next_token import inverse_cdf_sample
 
 LOGITS = jnp.asarray(np.random.RandomState(0).randn(4, 12).astype(np.float32) * 2)
 
@@ -67,3 +68,27 @@ def test_top_p_keeps_the_best_token_even_when_tiny():
 def test_bad_params_are_refused(kw):
     with pytest.raises(ValueError, match=next(iter(kw))):
         SamplingParams(**kw)
+
+
+def test_inverse_cdf_sample_is_the_inverse_cdf():
+    # numpy reference: the first token whose cumulative probability exceeds u. V = 1000 is not a
+    # power of two (the last block is padded) and every third token has zero probability.
+    logits = np.random.RandomState(1).randn(3, 1000).astype(np.float32) * 3
+    logits[:, ::3] = -np.inf
+    uniforms = np.random.RandomState(2).rand(500, 3).astype(np.float32)
+    tokens = np.asarray(jax.jit(jax.vmap(lambda u: inverse_cdf_sample(jnp.asarray(logits), u)))(
+        jnp.asarray(uniforms)))
+    cdf = np.cumsum(np.exp(logits - logits.max(-1, keepdims=True)), -1)
+    cdf /= cdf[:, -1:]
+    for row in range(3):
+        expected = np.searchsorted(cdf[row], uniforms[:, row], side="right")
+        # f32 sums in another order may move a draw lying within rounding of a boundary
+        near = np.abs(cdf[row][np.minimum(expected, 999)] - uniforms[:, row]) < 1e-5
+        assert (tokens[:, row] == expected)[~near].all() and (~near).sum() > 490
+    assert np.isfinite(logits[np.arange(3)[None], tokens]).all()
+
+
+def test_inverse_cdf_sample_never_draws_a_zero_probability_token():
+    logits = jnp.asarray([[0.0, -jnp.inf, 0.0, -jnp.inf, -jnp.inf]] * 4)
+    uniforms = jnp.asarray([0.0, 0.49, 0.51, 1.0 - 2 ** -24])
+    np.testing.assert_array_equal(inverse_cdf_sample(logits, uniforms), [0, 0, 2, 2])

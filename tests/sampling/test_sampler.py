@@ -169,6 +169,6 @@ def test_sharded_sampling_matches_one_device(hf_llama_dir):
         seqs, second = s.generate(nnx.state(model), seqs, jax.random.key(0), 5, [], GREEDY)
         results.append([c.tokens for c in first + second])
     assert results[0] == results[1]
-    keys = seqs.state.cache.keys[0]  # [rows, kv_heads, slots, head_dim]
+    keys = seqs.state.cache.keys[0]  # [rows, kv_heads, head_dim, slots]
     assert keys.sharding.spec == jax.sharding.PartitionSpec(("data", "fsdp"), "tensor")
     assert keys.shape[0] == 4  # 2 rows padded to a multiple of the 4-way batch split

@@ -145,8 +145,9 @@ def test_top_k_1_and_a_tiny_nucleus_are_greedy(engine, tokenizer):
 def test_stop_strings_end_a_choice_before_them(engine, tokenizer):
     prompt = chat(tokenizer, TEXTS[3])
     full = engine.generate(prompt, GREEDY, timeout=120).choices[0]
-    stop = full.text[6:9]
-    assert stop and full.text.index(stop) >= 1
+    # a 3-character stop string whose first occurrence is not at the start of the text
+    stop = next(full.text[i:i + 3] for i in range(1, len(full.text) - 2)
+                if full.text.index(full.text[i:i + 3]) >= 1)
     handle = engine.submit(prompt, GenerationParams(max_tokens=24, temperature=0.0,
                                                     stop=("zzz-never", stop)))
     events = list(handle.events(timeout=120))
