@@ -1,1 +1,1 @@
-"""Environments: the ToolEnv protocol and BFCL multi-turn tasks (plain Python, no JAX)."""
+"""Environments: the ToolEnv protocol, BFCL multi-turn and single-turn tasks (plain Python, no JAX)."""

@@ -1,1 +1,1 @@
-"""Evaluation: the BFCL multi-turn checker (official semantics) and reports."""
+"""Evaluation: the BFCL multi-turn and single-turn checkers (official semantics) and reports."""
