@@ -92,9 +92,9 @@ def load_tasks(category: str) -> tuple[SingleTurnTask, ...]:
     from bfcl_eval.utils import add_language_specific_hint_to_function_doc
 
     check_categories([category])
-    name = f"BFCL_v4_{_FILES.get(category, category)}.json"
-    entries = add_language_specific_hint_to_function_doc(read_jsonl(data_dir() / name))
-    answer_file = data_dir() / "possible_answer" / name
+    file_name = f"BFCL_v4_{_FILES.get(category, category)}.json"
+    entries = add_language_specific_hint_to_function_doc(read_jsonl(data_dir() / file_name))
+    answer_file = data_dir() / "possible_answer" / file_name
     answers = ({a["id"]: a["ground_truth"] for a in read_jsonl(answer_file)}
                if category not in (*IRRELEVANCE, *RELEVANCE) else {})
     tasks = []
