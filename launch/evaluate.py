@@ -18,7 +18,7 @@ Greedy by default; writes <out>.md (a table per split in the leaderboard's form 
 metrics) and <out>.json (per-entry verdicts).
 
 --categories may name BFCL's single-turn categories (simple, live_multiple, irrelevance, ...:
-`seetjax.envs.bfcl_single`) next to the multi-turn ones, with a local model: one reply per task
+`seetjax.envs.bfcl_single`) next to the multi-turn ones, local model or endpoint: one reply per task
 (the first --per_category of each; splits are multi-turn's), read as the prompt style reads
 replies, under each --decoding. <out>.md then also holds their accuracy per category with BFCL's
 aggregates (non-live AST, live AST, irrelevance, relevance) beside the multi-turn overall scores,
@@ -41,6 +41,7 @@ from seetjax.envs.bfcl_data import CATEGORIES
 from seetjax.eval import single_turn_eval
 from seetjax.eval.evaluate import (
     EVAL_STAGE,
+    SplitReport,
     evaluate_tasks,
     markdown,
     redecode,
@@ -83,7 +84,7 @@ _SPLITS = flags.DEFINE_list("splits", ["train", "test"], "BFCL splits.")
 _CATEGORIES = flags.DEFINE_list(
     "categories", ["base", "miss_func", "miss_param", "long_context"],
     f"BFCL categories: multi-turn ({', '.join(CATEGORIES)}) and/or single-turn "
-    f"({', '.join(bfcl_single.CATEGORIES)}; local model only).")
+    f"({', '.join(bfcl_single.CATEGORIES)}).")
 _SINGLE_TURN_BATCH = flags.DEFINE_integer(
     "single_turn_batch_size", 64, "Single-turn prompts sampled at once.")
 _PER_CATEGORY = flags.DEFINE_integer("per_category", 0, "Tasks per category and split (0: all).")
@@ -120,11 +121,6 @@ def _check_categories(names: list[str]) -> bool:
 flags.register_validator("categories", _check_categories)
 flags.register_validator("single_turn_batch_size", lambda v: v >= 1,
                          "--single_turn_batch_size must be >= 1")
-flags.register_multi_flags_validator(
-    ["endpoint", "categories"],
-    lambda f: not f["endpoint"] or set(f["categories"]) <= set(CATEGORIES),
-    "--endpoint plays multi-turn categories only; single-turn ones need a local model "
-    "(--model or --run)")
 flags.register_validator("decoding", lambda v: bool(v) and set(v) <= set(DECODINGS)
                          and len(set(v)) == len(v),
                          f"--decoding: a comma-separated list of distinct {', '.join(DECODINGS)}")
@@ -176,7 +172,12 @@ def flag_rollout_config() -> RolloutConfig:
 
 def evaluate_endpoint_main(out: Path) -> None:
     """--endpoint: the episodes through the endpoint, the same report."""
-    from seetjax.serving.client import EndpointConfig, EndpointPolicy, evaluate_endpoint
+    from seetjax.serving.client import (
+        EndpointConfig,
+        EndpointPolicy,
+        evaluate_endpoint,
+        single_turn_replies,
+    )
 
     tokenizer = Tokenizer.from_pretrained(resolve_model_path(_TOKENIZER.value))
     config = EndpointConfig(url=_ENDPOINT.value, model=_MODEL.value,
@@ -188,16 +189,20 @@ def evaluate_endpoint_main(out: Path) -> None:
     rollouts = {d: Rollout(tokenizer, dataclasses.replace(
         rollout_config, env=dataclasses.replace(rollout_config.env, decoding=d)))
         for d in _DECODINGS.value}
+    multi_turn = [c for c in _CATEGORIES.value if c in CATEGORIES]
     reports = []
-    for split in _SPLITS.value:
-        tasks = load_split(split, _CATEGORIES.value, _PER_CATEGORY.value or None)
+    for split in _SPLITS.value if multi_turn else ():
+        tasks = load_split(split, multi_turn, _PER_CATEGORY.value or None)
         reports += evaluate_endpoint(rollouts, policy, tasks, split,
                                      {d: split_label(split, d) for d in rollouts},
                                      greedy=_TEMPERATURE.value == 0)
-    write_reports(reports, str(out))
-    print(markdown(reports))
+    single_turn = single_turn_tasks()
+    replies = single_turn_replies(policy, single_turn, tokenizer, rollout_config.env,
+                                  rollout_config.limits)
+    write_outputs(out, reports, single_turn_reports(single_turn, replies, rollouts))
     print(f"{policy.requests} requests to {_ENDPOINT.value} ({_MODEL.value}); "
-          f"{policy.failed_episodes} episodes ended by endpoint errors (scored as failed)")
+          f"{policy.failed_episodes} episodes or single-turn tasks ended by endpoint errors "
+          "(scored as failed)")
 
 
 def main(argv):
@@ -239,33 +244,44 @@ def main(argv):
                 reports.append(redecode(rollouts[decoding], policy(), played, label))
             else:
                 reports.append(evaluate_tasks(rollouts[decoding], policy(), tasks, label))
-    text = markdown(reports) if reports else ""
-    if reports:
-        write_reports(reports, str(out))
-    single_turn = evaluate_single_turn(policy(), tokenizer, rollouts)
-    if single_turn:
-        single_turn_eval.write_reports(single_turn, str(out))
-        text += "\n" * bool(text) + single_turn_eval.markdown(single_turn) + "\n" + \
-            single_turn_eval.leaderboard_markdown(decodings, _SPLITS.value, single_turn, reports)
-        Path(f"{out}.md").write_text(text)
-    print(text)
+    single_turn = single_turn_tasks()
+    replies = single_turn_eval.generate_replies(single_turn, policy(), tokenizer,
+                                                rollout_config.env, rollout_config.limits,
+                                                _SINGLE_TURN_BATCH.value)
+    write_outputs(out, reports, single_turn_reports(single_turn, replies, rollouts))
 
 
-def evaluate_single_turn(policy: SamplerPolicy, tokenizer: Tokenizer,
-                         rollouts: dict[str, Rollout]) -> list[single_turn_eval.SingleTurnReport]:
-    """The single-turn categories of --categories: one reply per task, read under each decoding
-    (`rollouts`, keyed by decoding, give the prompt style, limits and readings)."""
+def single_turn_tasks() -> list[bfcl_single.SingleTurnTask]:
+    """The tasks of the single-turn categories in --categories (the first --per_category)."""
     categories = [c for c in _CATEGORIES.value if c in bfcl_single.CATEGORIES]
-    if not categories:
+    return bfcl_single.load(categories, _PER_CATEGORY.value or None)
+
+
+def single_turn_reports(tasks: list[bfcl_single.SingleTurnTask], replies: list[str | None],
+                        rollouts: dict[str, Rollout]) -> list[single_turn_eval.SingleTurnReport]:
+    """One report per decoding (`rollouts`, keyed by decoding), the replies read its way."""
+    if not tasks:
         return []
-    tasks = bfcl_single.load(categories, _PER_CATEGORY.value or None)
-    config = next(iter(rollouts.values())).config
-    replies = single_turn_eval.generate_replies(tasks, policy, tokenizer, config.env,
-                                                config.limits, _SINGLE_TURN_BATCH.value)
     return [single_turn_eval.SingleTurnReport(
         split_label(single_turn_eval.SINGLE_TURN, decoding),
         tuple(single_turn_eval.check_replies(tasks, replies, rollout.config.env)))
         for decoding, rollout in rollouts.items()]
+
+
+def write_outputs(out: Path, reports: list[SplitReport],
+                  single_turn: list[single_turn_eval.SingleTurnReport]) -> None:
+    """<out>.md (every table, printed too), <out>.json (multi-turn, when evaluated) and
+    <out>.single_turn.json (single-turn, when evaluated)."""
+    text = markdown(reports) if reports else ""
+    if reports:
+        write_reports(reports, str(out))
+    if single_turn:
+        single_turn_eval.write_reports(single_turn, str(out))
+        text += "\n" * bool(text) + single_turn_eval.markdown(single_turn) + "\n" + \
+            single_turn_eval.leaderboard_markdown(_DECODINGS.value, _SPLITS.value, single_turn,
+                                                  reports)
+        Path(f"{out}.md").write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":

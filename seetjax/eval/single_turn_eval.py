@@ -8,8 +8,8 @@ parallel_multiple (BFCL's simple column also averages Java and JavaScript, left 
 unweighted mean of irrelevance and live_irrelevance; `relevance`, live_relevance.
 
 Prompts are rendered once with the chat template (`Conversation`, as episodes render theirs);
-a prompt that leaves no room for a reply under the episode limits fails its task, as a turn an
-episode never reaches does.
+a task without a reply (its prompt leaves no room for one under the episode limits, or an
+endpoint failed) fails, as a turn an episode never reaches does.
 """
 
 from __future__ import annotations
@@ -39,8 +39,17 @@ from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import Policy
 
 SINGLE_TURN = "single-turn"  # the report's row name (with its decoding: "single-turn (official)")
-PROMPT_TOO_LONG = "seetjax:prompt_too_long"
+NO_REPLY = "seetjax:no_reply"
 AGGREGATES = ("non_live_ast", "live_ast", "irrelevance", "relevance")
+
+
+def prompts(tasks: Sequence[SingleTurnTask], tokenizer: Tokenizer, config: BfclEnvConfig,
+            limits: EpisodeLimits) -> list[tuple[Conversation, int]]:
+    """Each task's conversation, holding its prompt in `config`'s style, and the tokens its reply
+    may have under `limits` (< 1: no room for one)."""
+    conversations = [Conversation(tokenizer, *opening(task, config)) for task in tasks]
+    return [(c, min(limits.max_reply_tokens, limits.max_episode_tokens - c.num_tokens - 1))
+            for c in conversations]
 
 
 def generate_replies(tasks: Sequence[SingleTurnTask], policy: Policy, tokenizer: Tokenizer,
@@ -48,9 +57,8 @@ def generate_replies(tasks: Sequence[SingleTurnTask], policy: Policy, tokenizer:
                      batch_size: int = 64) -> list[str | None]:
     """The policy's reply to each task's prompt in `config`'s style (None where the prompt
     leaves no room for one), `batch_size` prompts at a time, similar lengths together."""
-    conversations = [Conversation(tokenizer, *opening(task, config)) for task in tasks]
-    budgets = [min(limits.max_reply_tokens, limits.max_episode_tokens - c.num_tokens - 1)
-               for c in conversations]
+    prepared = prompts(tasks, tokenizer, config, limits)
+    conversations, budgets = [c for c, _ in prepared], [b for _, b in prepared]
     order = sorted((i for i, b in enumerate(budgets) if b >= 1),
                    key=lambda i: conversations[i].num_tokens)
     replies: list[str | None] = [None] * len(tasks)
@@ -72,8 +80,9 @@ def check_replies(tasks: Sequence[SingleTurnTask], replies: Sequence[str | None]
     results = []
     for task, reply in zip(tasks, replies, strict=True):
         if reply is None:
-            results.append(SingleTurnResult(task.id, task.category, False, PROMPT_TOO_LONG,
-                                            "the prompt leaves no room for a reply"))
+            results.append(SingleTurnResult(task.id, task.category, False, NO_REPLY,
+                                            "no reply: the prompt leaves no room for one, or "
+                                            "the endpoint failed"))
         else:
             results.append(check(task, parse_reply(task, reply, config), underscore_to_dot))
     return results

@@ -25,10 +25,14 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from seetjax.envs.bfcl import BfclEnvConfig
 from seetjax.envs.bfcl_data import BfclTask
+from seetjax.envs.bfcl_single import SingleTurnTask
 from seetjax.eval.evaluate import EVAL_STAGE, SplitReport, reads_the_same, report
+from seetjax.eval.single_turn_eval import prompts
 from seetjax.models.tokenizer import Tokenizer
-from seetjax.rollout.episode import Episode
+from seetjax.rollout.chat import Conversation
+from seetjax.rollout.episode import Episode, EpisodeLimits
 from seetjax.rollout.loop import Rollout
 from seetjax.sampling import Completion
 from seetjax.tools.calls import ParseError, parse_tool_calls
@@ -98,20 +102,23 @@ class EndpointPolicy:
 
     def reply(self, episode: Episode) -> Completion:
         """The endpoint's next reply in the episode, as the completion the episode reads."""
-        budget = episode.reply_budget()
+        return self.complete(episode.conversation, episode.reply_budget(), episode.call_format)
+
+    def complete(self, conversation: Conversation, budget: int, call_format: str) -> Completion:
+        """The endpoint's next reply to `conversation` (at most `budget` tokens; its calls
+        written in `call_format`), as the completion a sampler would give."""
         if budget < 1:
             return Completion([], [], "length")
-        native = episode.conversation.tools is not None
+        native = conversation.tools is not None
         kwargs: dict[str, Any] = {}
         if native:
-            kwargs["tools"] = episode.conversation.tools
+            kwargs["tools"] = conversation.tools
         if self.config.seed is not None:
             kwargs["seed"] = self.config.seed
         self.requests += 1
         response = self.client.chat.completions.create(
             model=self.config.model, max_tokens=budget, temperature=self.config.temperature,
-            messages=self.messages(episode.conversation.messages, native,
-                                   episode.call_format), **kwargs)
+            messages=self.messages(conversation.messages, native, call_format), **kwargs)
         choice = response.choices[0]
         text = reply_text(choice.message.content, choice.message.tool_calls or [])
         ids = self.tokenizer.encode(text)
@@ -208,3 +215,27 @@ def evaluate_endpoint(rollouts: Mapping[str, Rollout], policy: EndpointPolicy,
             merged[i] = episode
         reports.append(report(labels[decoding], merged))
     return reports
+
+
+def single_turn_replies(policy: EndpointPolicy, tasks: Sequence[SingleTurnTask],
+                        tokenizer: Tokenizer, config: BfclEnvConfig,
+                        limits: EpisodeLimits) -> list[str | None]:
+    """The endpoint's reply to each BFCL single-turn task's prompt in `config`'s style,
+    `concurrency` at a time; None where the prompt leaves no room for one or the endpoint failed
+    (retries spent: logged, counted in `failed_episodes`, the task fails)."""
+
+    def one(task: SingleTurnTask, prepared: tuple[Conversation, int]) -> str | None:
+        conversation, budget = prepared
+        if budget < 1:
+            return None
+        try:
+            completion = policy.complete(conversation, budget, config.resolved_call_format)
+        except Exception as e:  # noqa: BLE001 - retries spent: this task fails, not all
+            logger.warning("task %s: endpoint: %s: %s", task.id, type(e).__name__, e)
+            policy.failed_episodes += 1
+            return None
+        return conversation.add_reply(completion.tokens, completion.logprobs,
+                                      completion.finish_reason == "stop")
+
+    with concurrent.futures.ThreadPoolExecutor(policy.config.concurrency) as pool:
+        return list(pool.map(one, tasks, prompts(tasks, tokenizer, config, limits)))

@@ -61,7 +61,7 @@ def test_replies_are_generated_in_batches_and_a_prompt_too_long_fails(tokenizer)
     results = single_turn_eval.check_replies(tasks, replies, config)
     assert [r.valid for r in results] == [False] * 3 + [n != longest for n in lengths[3:]]
     assert {r.error_type for r, n in zip(results, lengths) if n == longest} == {
-        single_turn_eval.PROMPT_TOO_LONG}
+        single_turn_eval.NO_REPLY}
 
 
 def _results(category, passed, failed):

@@ -36,7 +36,6 @@ def test_single_turn_categories_are_reported_beside_multi_turn(embedded_dir, tmp
 
 @pytest.mark.parametrize("flags,message", [
     (["--categories=simple,nope,simple_java"], "unknown nope, simple_java"),
-    (["--categories=simple", "--endpoint=http://127.0.0.1:1/v1", "--model=m"], "single-turn"),
     (["--single_turn_batch_size=0"], "--single_turn_batch_size")])
 def test_bad_single_turn_flags_fail_naming_the_problem(flags, message):
     out = subprocess.run([sys.executable, "launch/evaluate.py", *flags], cwd=ROOT,
