@@ -38,6 +38,7 @@ setup(
         "pydantic>=2.9,<3",
         "openai>=3.0,<4",
         "bm25s>=0.3.16,<0.4",  # retrieval: the BM25 baseline and hard-negative mining
+        "faiss-cpu>=1.15,<2",  # retrieval: the approximate (HNSW) vector index
         # Distillation (seetjax/distill, launch/distill.py): YAML configs, retries with backoff,
         # Parquet shards (and fsspec for object storage), MinHash near-dedup, language id.
         "PyYAML>=6.0,<7",

@@ -11,6 +11,8 @@ eval: BM25, the zero-shot encoder and <workdir>/model on the seen-tool and unsee
 -> <workdir>/retrieval.md and retrieval.json (means, 95% bootstrap intervals, no-tool AUROC, and
 the fine-tuned minus zero-shot differences with paired intervals).
 search: the top --k tools for each --query, from --corpus alone if given, else from BFCL's tools.
+--index picks the dense systems' vector index: exact (one jitted matmul + top-k; the default) or
+hnsw (faiss's approximate HNSW graph, for corpora far larger than BFCL's).
 --corpus is a JSONL file of function docs (one BFCL-style doc per line; eval adds them to the
 corpus as distractors); a malformed line is reported with its file and line and skipped, the rest
 indexed.
@@ -30,6 +32,7 @@ from seetjax.retrieval.bfcl_tools import load_bfcl_tools, split_queries
 from seetjax.retrieval.corpus import ToolDoc, read_corpus
 from seetjax.retrieval.evaluate import difference, evaluate_system, results_table
 from seetjax.retrieval.hf_encoder import minilm_dir, save_encoder
+from seetjax.retrieval.index import INDEXES
 from seetjax.retrieval.retriever import BM25Retriever, DenseRetriever
 from seetjax.retrieval.sentence import QueryError, SentenceEncoder
 from seetjax.retrieval.train import TrainConfig, train, training_pairs
@@ -41,6 +44,8 @@ _ENCODER = flags.DEFINE_string("encoder", "", "HF encoder directory ('': all-Min
 _CORPUS = flags.DEFINE_string("corpus", "", "JSONL of function docs: search's whole corpus, "
                               "eval's extra distractors.")
 _QUERY = flags.DEFINE_multi_string("query", [], "search: a query (repeatable).")
+_INDEX = flags.DEFINE_enum("index", "exact", list(INDEXES),
+                           "Vector index of the dense systems (eval, search).")
 _K = flags.DEFINE_integer("k", 5, "search: tools returned per query.")
 _DEPTH = flags.DEFINE_integer("depth", 100, "eval: ranking depth (MRR is 0 below it).")
 _TEST_FRACTION = flags.DEFINE_float("test_fraction", 0.2, "Split: share of queries in test.")
@@ -102,10 +107,11 @@ def run_eval(workdir: Path) -> None:
     split = split_queries(data, _TEST_FRACTION.value, _UNSEEN_FRACTION.value)
     systems = {"bm25": lambda: BM25Retriever(docs),
                "zero-shot": lambda: DenseRetriever(SentenceEncoder.from_dir(_encoder_dir()), docs,
-                                                   strict=False)}
+                                                   index=INDEXES[_INDEX.value], strict=False)}
     if (workdir / "model").is_dir():
         systems["fine-tuned"] = lambda: DenseRetriever(
-            SentenceEncoder.from_dir(workdir / "model"), docs, strict=False)
+            SentenceEncoder.from_dir(workdir / "model"), docs, index=INDEXES[_INDEX.value],
+            strict=False)
     else:
         print(f"no {workdir / 'model'}: run `train` first to add the fine-tuned row")
     results, no_tool, seconds = [], {}, {}
@@ -134,7 +140,7 @@ def run_search() -> None:
     encoder = SentenceEncoder.from_dir(_encoder_dir())
     encoder.check_queries(_QUERY.value)  # before indexing: a bad query fails at once
     docs = _user_docs() if _CORPUS.value else list(load_bfcl_tools().docs)
-    retriever = DenseRetriever(encoder, docs)
+    retriever = DenseRetriever(encoder, docs, index=INDEXES[_INDEX.value])
     rows, scores = retriever.search(_QUERY.value, _K.value)
     for query, row, score in zip(_QUERY.value, rows, scores):
         print(query)

@@ -2,7 +2,9 @@
 
 `ExactIndex` scores every document with one matmul and takes the top k (`jax.lax.top_k`), jitted;
 it is exact and, for a tool library of a few thousand docs (3.3k x 384 floats: 5 MB), the fastest
-choice. An approximate index for far larger corpora would implement the same protocol.
+choice. `HnswIndex` is faiss's HNSW graph (Malkov & Yashunin 2018) under the same inner product:
+approximate, sub-linear per query, for libraries far larger than BFCL's. `INDEXES` names both
+(`launch/retrieval.py --index`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Protocol
 
+import faiss
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -30,22 +33,65 @@ def top_k_inner_product(queries: jax.Array, docs: jax.Array, k: int) -> tuple[ja
     return rows, scores
 
 
+def check_vectors(owner: str, vectors: np.ndarray) -> None:
+    """Refuses anything but a non-empty [N, D] array, naming `owner` and the shape."""
+    if vectors.ndim != 2 or not len(vectors) or not vectors.shape[1]:
+        raise ValueError(f"{owner}: vectors must be a non-empty [N, D] array, got shape "
+                         f"{vectors.shape}")
+
+
+def check_queries(owner: str, queries: np.ndarray, dim: int, k: int) -> None:
+    """Refuses queries that are not [Q, dim], or k < 1, naming `owner` and what is wrong."""
+    if queries.ndim != 2 or queries.shape[1] != dim:
+        raise ValueError(f"{owner}: queries of shape {queries.shape}, expected [Q, {dim}]")
+    if k < 1:
+        raise ValueError(f"{owner}: k={k} must be >= 1")
+
+
 class ExactIndex:
     """Inner-product search over all documents (cosine similarity for unit-norm vectors)."""
 
     def __init__(self, vectors: np.ndarray):
-        if vectors.ndim != 2 or not len(vectors):
-            raise ValueError(f"ExactIndex: vectors must be a non-empty [N, D] array, got shape "
-                             f"{vectors.shape}")
+        check_vectors("ExactIndex", vectors)
         self._docs = jnp.asarray(vectors, jnp.float32)
 
     def __len__(self) -> int:
         return self._docs.shape[0]
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        if queries.ndim != 2 or queries.shape[1] != self._docs.shape[1]:
-            raise ValueError(f"ExactIndex.search: queries of shape {queries.shape}, expected "
-                             f"[Q, {self._docs.shape[1]}]")
+        check_queries("ExactIndex.search", queries, self._docs.shape[1], k)
         k = min(k, len(self))
         rows, scores = top_k_inner_product(jnp.asarray(queries, jnp.float32), self._docs, k)
         return np.asarray(rows), np.asarray(scores)
+
+
+class HnswIndex:
+    """Approximate inner-product search on faiss's HNSW graph (`IndexHNSWFlat`, vectors stored
+    uncompressed). `m`: graph neighbours per node; `ef_construction`, `ef_search`: candidate lists
+    while building and searching (larger: better recall, slower); a search looks at no fewer
+    candidates than the k it returns. Scores are the exact inner products of the rows found.
+    Built with several threads the graph can differ from build to build in near ties."""
+
+    def __init__(self, vectors: np.ndarray, m: int = 32, ef_construction: int = 128,
+                 ef_search: int = 128):
+        check_vectors("HnswIndex", vectors)
+        if min(m, ef_construction, ef_search) < 1:
+            raise ValueError(f"HnswIndex: m={m}, ef_construction={ef_construction} and "
+                             f"ef_search={ef_search} must be >= 1")
+        self._index = faiss.IndexHNSWFlat(vectors.shape[1], m, faiss.METRIC_INNER_PRODUCT)
+        self._index.hnsw.efConstruction = ef_construction
+        self._ef_search = ef_search
+        self._index.add(np.ascontiguousarray(vectors, np.float32))
+
+    def __len__(self) -> int:
+        return self._index.ntotal
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        check_queries("HnswIndex.search", queries, self._index.d, k)
+        k = min(k, len(self))
+        self._index.hnsw.efSearch = max(self._ef_search, k)
+        scores, rows = self._index.search(np.ascontiguousarray(queries, np.float32), k)
+        return rows.astype(np.int32), scores
+
+
+INDEXES: dict[str, type[Index]] = {"exact": ExactIndex, "hnsw": HnswIndex}

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from seetjax.retrieval.corpus import tool_doc
+from seetjax.retrieval.index import HnswIndex
 from seetjax.retrieval.retriever import BM25Retriever, DenseRetriever
 from seetjax.retrieval.sentence import EmptyQueryError, QueryTooLongError
 
@@ -24,6 +25,14 @@ def test_dense_retriever_finds_the_tool(dense):
     rows, scores = dense.search(["Will it rain in Paris tomorrow?", "mail my boss"], 2)
     assert [DOCS[r].name for r in rows[:, 0]] == ["get_weather", "send_email"]
     assert np.all(scores[:, 0] >= scores[:, 1])
+
+
+def test_an_approximate_index_gives_the_exact_ranking_of_a_few_tools(dense, minilm):
+    queries = ["Will it rain in Paris tomorrow?", "mail my boss", "fly to Rome"]
+    rows, scores = DenseRetriever(minilm, DOCS, index=HnswIndex).search(queries, 3)
+    exact_rows, exact_scores = dense.search(queries, 3)
+    np.testing.assert_array_equal(rows, exact_rows)
+    np.testing.assert_allclose(scores, exact_scores, rtol=1e-5, atol=1e-6)
 
 
 def test_bad_queries_are_named(dense, minilm):
