@@ -15,6 +15,7 @@ stage's selection are written to `<workdir>/data_report.json`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -34,6 +35,8 @@ from seetjax.data.formatter import Example, format_dialogs
 from seetjax.data.pipeline import PipelineConfig, SFTPipeline, segment_counts
 from seetjax.data.replay import ReplayBuffer
 from seetjax.data.scoring import ModelScorer
+from seetjax.data.single_turn_dialogs import SingleTurnReport, check_settings, single_turn_dialogs
+from seetjax.envs.bfcl import BfclEnvConfig
 from seetjax.envs.task_source import SOURCES
 from seetjax.learner import create_learner, learner_config
 from seetjax.learner.checkpoint import Checkpointer
@@ -82,6 +85,30 @@ def load_dialogs(data: ml_collections.ConfigDict, group: str, split: str | None 
     return dialogs, report.failed
 
 
+def env_config(data: ml_collections.ConfigDict) -> BfclEnvConfig:
+    """The prompt settings of the single-turn dialogs (those `bfcl_dialogs` takes)."""
+    return BfclEnvConfig(prompt_style=data.prompt_style, call_format=data.call_format or None,
+                         compact_description_chars=data.compact_description_chars)
+
+
+def single_turn_categories(data: ml_collections.ConfigDict) -> list[str]:
+    """`data.single_turn.categories` as a list."""
+    return [c.strip() for c in data.single_turn.categories.split(",") if c.strip()]
+
+
+def load_single_turn(config: ml_collections.ConfigDict
+                     ) -> tuple[list[Dialog], SingleTurnReport | None]:
+    """The single-turn dialogs `config.data.single_turn` asks for (none: [], None)."""
+    data, section = config.data, config.data.single_turn
+    if not (section.selection or section.retrieval):
+        return [], None
+    dialogs, report = single_turn_dialogs(
+        env_config(data), section.selection, section.retrieval,
+        categories=single_turn_categories(data), k=section.retrieval_k, seed=config.seed)
+    say(str(report))
+    return dialogs, report
+
+
 def pipeline_config(config: ml_collections.ConfigDict, stage: int, pad_id: int) -> PipelineConfig:
     data = config.data
     return PipelineConfig(
@@ -112,6 +139,11 @@ def validate(config: ml_collections.ConfigDict) -> None:
                 field("data.split", lambda split=split: source.resolve(split))
                 field("data.tasks_per_category",
                       lambda split=split: source.check(split, data.tasks_per_category))
+    section = data.single_turn
+    field("data.single_turn", lambda: check_settings(
+        section.selection, section.retrieval, single_turn_categories(data), section.retrieval_k))
+    if section.selection or section.retrieval:
+        field("data.prompt_style", lambda: env_config(data))
     if data.max_len > data.seq_len:
         raise ValueError(f"config.data.max_len={data.max_len} > seq_len={data.seq_len}: a "
                          "dialog must fit in a row")
@@ -149,6 +181,9 @@ class SFTRun:
                 f"step {self.caller['stage_step']} of it")
         self.report: dict[str, Any] = {}
         groups = stage_groups(config.data)
+        self.single_turn, single_turn_report = load_single_turn(config)
+        if single_turn_report is not None:
+            self.report["single_turn"] = dataclasses.asdict(single_turn_report)
         self.stages = [self._prepare(g, f"stage {k}") for k, g in enumerate(groups)]
         self.evaluation = (self._prepare(",".join(groups), "evaluation", config.data.eval_split)
                            if config.data.eval_split else [])
@@ -162,6 +197,8 @@ class SFTRun:
     def _prepare(self, group: str, what: str, split: str | None = None) -> list[Example]:
         data = self.config.data
         dialogs, failed = load_dialogs(data, group, split)
+        if split is None:  # a training stage: the single-turn dialogs join each one
+            dialogs = [*dialogs, *self.single_turn]
         examples, formatted = format_dialogs(dialogs, self.tokenizer, data.max_len, data.truncate)
         say(f"{what}: {formatted}")
         self.report[what] = {"data": split or group, "not_converted": failed,

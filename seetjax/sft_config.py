@@ -5,6 +5,7 @@ warm-up, and `seetjax.base_model` builds the pretrained embedded default with it
 import ml_collections
 
 from seetjax.data.dialogs import TASK_TYPES
+from seetjax.data.single_turn_dialogs import SELECTION_CATEGORIES
 from seetjax.train_config import generated_section, lora_section
 
 
@@ -34,6 +35,12 @@ def default_sft_config() -> ml_collections.ConfigDict:
     config.data.compact_description_chars = 80  # compact: characters of each tool's description
     config.data.tasks_per_category = 0  # the first N tasks of each category (0: all, bfcl only)
     config.data.parallel_calls = False
+    # BFCL single-turn entries as extra dialogs of every stage, in the prompt style above
+    # (seetjax.data.single_turn_dialogs; their training split only): `selection` tool_selection
+    # and `retrieval` tool_retrieval dialogs (0: none, -1: all there are), from `categories`;
+    # retrieval prompts offer BM25's top `retrieval_k` tools of a library of training docs.
+    config.data.single_turn = ml_collections.ConfigDict(dict(
+        selection=0, retrieval=0, categories=",".join(SELECTION_CATEGORIES), retrieval_k=5))
     # Continual stages: ';'-separated groups of categories (bfcl) or of paths (jsonl), trained
     # one after another; '' = one stage with everything.
     config.data.stages = ""

@@ -3,7 +3,7 @@
 import pytest
 
 from configs.sft import get_config
-from seetjax.sft import stage_groups, validate
+from seetjax.sft import load_single_turn, stage_groups, validate
 
 
 @pytest.mark.parametrize("field, value, message", [
@@ -32,3 +32,26 @@ def test_default_config_is_valid_and_stages_split():
     assert stage_groups(config.data) == ["base,miss_func,miss_param,long_context"]
     config.data.stages = "base; miss_param;"
     assert stage_groups(config.data) == ["base", "miss_param"]
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("selection", -2, "config.data.single_turn: selection=-2"),
+    ("categories", "simple,live_relevance", "config.data.single_turn: categories="),
+    ("retrieval_k", 0, "config.data.single_turn: k=0"),
+])
+def test_bad_single_turn_settings_fail_naming_the_section(name, value, message):
+    config = get_config()
+    config.data.single_turn.retrieval = 10
+    config.data.single_turn[name] = value
+    with pytest.raises(ValueError, match=message):
+        validate(config)
+
+
+def test_single_turn_dialogs_are_made_only_when_asked():
+    config = get_config()
+    assert load_single_turn(config) == ([], None)
+    config.data.single_turn.selection, config.data.single_turn.retrieval = 3, 2
+    dialogs, report = load_single_turn(config)
+    assert [d.task_type for d in dialogs] == ["tool_selection"] * 3 + ["tool_retrieval"] * 2
+    assert all(d.metadata["prompt_style"] == config.data.prompt_style for d in dialogs)
+    assert (report.selection, report.retrieval) == (3, 2)

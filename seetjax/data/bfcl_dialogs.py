@@ -75,7 +75,7 @@ def task_dialog(task: BfclTask, config: BfclEnvConfig, *, parallel_calls: bool =
     structured = config.resolved_call_format == "hermes"
     for turn, calls in enumerate(task.ground_truth):
         for step_calls in _steps(calls, parallel_calls, config.max_steps_per_turn):
-            message, text = _assistant_message(step_calls, structured)
+            message, text = assistant_message(step_calls, structured)
             result = env.step(text)
             if result.code != StepCode.CLEAN_CALL or result.done:
                 failed = next((r for r in result.results if not r.ok), None)
@@ -132,7 +132,7 @@ def _steps(calls: Sequence[ToolCall], parallel: bool, max_steps: int) -> list[Se
     return [calls[i:i + size] for i in range(0, len(calls), size)]
 
 
-def _assistant_message(calls: Sequence[ToolCall], structured: bool) -> tuple[dict, str]:
+def assistant_message(calls: Sequence[ToolCall], structured: bool) -> tuple[dict, str]:
     """The assistant message making `calls` and the text the environment reads for it."""
     if structured:
         message = {"role": "assistant", "content": "",

@@ -15,7 +15,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from seetjax.envs.bfcl_single import ExpectedCall, SingleTurnTask
+from seetjax.data.single_turn_dialogs import answer_call
+from seetjax.envs.bfcl_single import SingleTurnTask
 from seetjax.tools.calls import ToolCall
 
 
@@ -23,34 +24,9 @@ def ground_truth(task: SingleTurnTask, pick: str = "first", rng: random.Random |
                  underscore_to_dot: bool = False) -> list[ToolCall]:
     """The expected calls with one accepted value per parameter: `pick` "first", "last" or
     "random" (with `rng`)."""
-    return [_call(answer, pick, rng, underscore_to_dot) for answer in task.answers]
-
-
-def _call(answer: ExpectedCall, pick: str, rng: random.Random | None,
-          underscore_to_dot: bool) -> ToolCall:
-    name = answer.name.replace(".", "_") if underscore_to_dot else answer.name
-    return ToolCall(name, _picked(answer.choices, pick, rng))
-
-
-def _picked(choices: dict[str, Any], pick: str, rng: random.Random | None,
-            resolve: bool = True) -> dict[str, Any]:
-    """One accepted value per key ("" leaves the key out). BFCL lists the accepted values of
-    each key of a dict argument, one level deep: with `resolve`, such dicts (alone or in a list)
-    are resolved likewise."""
-    out = {}
-    for key, accepted in choices.items():
-        if not accepted:
-            continue
-        value = rng.choice(accepted) if pick == "random" else accepted[0 if pick == "first" else -1]
-        if value == "":
-            continue
-        if resolve and isinstance(value, dict):
-            value = _picked(value, pick, rng, resolve=False)
-        elif resolve and isinstance(value, list):
-            value = [_picked(v, pick, rng, resolve=False) if isinstance(v, dict) else v
-                     for v in value]
-        out[key] = value
-    return out
+    choose = {"first": lambda accepted: accepted[0], "last": lambda accepted: accepted[-1],
+              "random": lambda accepted: rng.choice(accepted)}[pick]
+    return [answer_call(answer, underscore_to_dot, choose) for answer in task.answers]
 
 
 def _wrong(value: Any) -> Any:
