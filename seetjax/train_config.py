@@ -111,8 +111,12 @@ def default_config() -> ml_collections.ConfigDict:
                                             categories=",".join(CATEGORIES),
                                             tasks_per_category=0, tasks_per_step=8,
                                             generated=generated_section()))
+    # BfclEnvConfig; tool_retrieval "bm25" or "dense" offers each turn its top-k tools among the
+    # task's and `tool_retrieval_distractors` library ones (seetjax.envs.tool_retrieval).
     c.env = ml_collections.ConfigDict(dict(prompt_style="compact", compact_description_chars=80,
-                                           max_steps_per_turn=20))  # BfclEnvConfig
+                                           max_steps_per_turn=20, tool_retrieval="off",
+                                           tool_retrieval_k=10, tool_retrieval_distractors=100,
+                                           tool_retrieval_encoder=""))
     c.limits = ml_collections.ConfigDict(dict(  # EpisodeLimits, in tokens
         max_reply_tokens=256, max_turn_tokens=1024, max_observation_tokens=1024,
         max_episode_tokens=8192))

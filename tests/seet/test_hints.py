@@ -21,6 +21,14 @@ def test_format_hint_shows_the_expected_format_with_a_real_tool():
     assert "<tool_call>{" in format_hint(error, ex, "hermes")
 
 
+def test_format_hint_when_no_task_tool_is_offered():
+    # A retrieved toolset may offer none of the task's tools: the example is any of its tools.
+    ex = executor_for("GorillaFileSystem")
+    ex.available = set()
+    hint = format_hint(ParseError("unclosed bracket", "python"), ex, "python")
+    assert hint.split("e.g. [")[1].split("(")[0] in ex.schemas
+
+
 def test_unknown_tool_gets_the_nearest_names():
     ex = executor_for("GorillaFileSystem")
     result = ex.execute(ToolCall("mkdirs", {"dir_name": "a"}))
