@@ -14,8 +14,9 @@ project's single-turn checker before its dialog is kept; one that fails is repor
   `NO_FITTING_TOOL`. live_relevance has no ground-truth call and is not used.
 - tool_retrieval: the docs offered are the top `k` that BM25 (`BM25Retriever`) retrieves for the
   user's question from a library: the docs of every training entry, where a doc that shares a
-  (shown) name with one of the entry's own docs but differs from it is left out, so that no prompt
-  offers two functions of one name. They are shown in a seeded random order, so that the rank
+  (shown) name with one of the entry's own docs but differs from it is left out, and of other docs
+  sharing a name only the best scored is offered, so that no prompt offers two functions of one
+  name. They are shown in a seeded random order, so that the rank
   BM25 gave is not a cue. The reply calls the gold function(s). An entry whose gold docs are not
   all among the k is skipped, not answered with no call: the library holds near-duplicates
   (BFCL reuses an API under several docs), so "no retrieved tool fits" would often be false and
@@ -186,8 +187,15 @@ class CandidateLibrary:
         own = {tool_doc(f).id for f in task.docs}
         shown = {f["name"].replace(".", "_") for f in task.docs}
         scores[np.isin(self._shown, list(shown)) & ~np.isin(self._ids, list(own))] = -np.inf
-        rows = np.argsort(-scores, kind="stable")[:k]
-        return [self.functions[self.docs[r].id] for r in rows if np.isfinite(scores[r])]
+        taken: set[str] = set()
+        rows = []
+        for r in np.argsort(-scores, kind="stable"):
+            if len(rows) == k or not np.isfinite(scores[r]):
+                break
+            if self._shown[r] not in taken:  # of several docs of one name, the best scored
+                taken.add(self._shown[r])
+                rows.append(r)
+        return [self.functions[self.docs[r].id] for r in rows]
 
 
 def retrieval_task(task: SingleTurnTask, library: CandidateLibrary, k: int, seed: int

@@ -68,6 +68,8 @@ def test_every_reply_passes_the_checker_read_back_with_the_styles_parser(config,
         if dialog.task_type == "tool_retrieval":
             task = retrieval_task(task, library, dialog.metadata["retrieved_k"], 3)
             assert task.category == dialog.metadata["category"]
+            names = [f["name"].replace(".", "_") for f in task.docs]
+            assert len(set(names)) == len(names)  # never two functions of one name
         verdict = check_reply(task, reply_text(dialog), config)
         assert verdict.valid, (dialog.id, reply_text(dialog), verdict)
         # the reply calls only functions the prompt shows
