@@ -34,7 +34,35 @@ def run_report(name: str, steps: int, seconds: float, milestones: Sequence[Miles
                 for k in STAGE_COLUMNS]
         lines.append(f"| {int(stage)} | {len(mine)} | " + " | ".join(f"{v:.3f}" for v in mean)
                      + " |")
+    lines += time_table(rows)
     final = milestones[-1]
     lines += ["", "## BFCL evaluation of the final model (greedy, standard environment)", "",
               markdown(list(final.splits.values())), "![curves](curves.png)", ""]
     return "\n".join(lines)
+
+
+# (metric, what it covers) of an RL step's wall time, in the order the step spends it
+TIME_PARTS = (
+    ("time/rollout_sampling_s", "sampling (prefill, decode, host transfers)"),
+    ("time/rollout_environment_s", "environment (parsing, tools, checking, tokenising)"),
+    ("time/rollout_slow_loop_s", "slow loop (anchors, counterfactual records)"),
+    ("time/batch_s", "TrajectoryBatch assembly"),
+    ("time/learn_s", "learner update"),
+    ("time/eval_s", "periodic evaluation"),
+)
+
+
+def time_table(rows: Sequence[dict]) -> list[str]:
+    """Markdown lines: mean seconds per RL step of each part of the step, with its share, and
+    the share of decoding spent on rows whose reply had ended (the lock-step batch's idle
+    share). Empty when no row has the timings."""
+    steps = [r for r in rows if r.get("time/learn_s") is not None]
+    if not steps:
+        return []
+    means = [(what, sum(r.get(k, 0.0) for r in steps) / len(steps)) for k, what in TIME_PARTS]
+    total = sum(m for _, m in means) or 1.0
+    idle = np.mean([r.get("time/rollout_idle_share", 0.0) for r in steps])
+    return ["", "## Where an RL step's time went", "",
+            f"Mean over {len(steps)} steps; decoding spent {idle:.0%} of its row-steps on rows "
+            "whose reply had already ended.", "", "| part | s per step | share |", "|---|---|---|",
+            *(f"| {what} | {m:.2f} | {m / total:.0%} |" for what, m in means)]

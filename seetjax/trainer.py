@@ -107,7 +107,8 @@ class TrainRun:
             metrics = self._rl_step(step)
             bar.set_postfix(stage=int(metrics["stage"]), reward=f"{metrics['rollout/reward']:.2f}",
                             acc=f"{metrics['rollout/checked_turn_accuracy']:.2f}",
-                            fmt=f"{metrics['rollout/format_validity']:.2f}")
+                            fmt=f"{metrics['rollout/format_validity']:.2f}",
+                            s=f"{metrics['time/rollout_s']:.1f}+{metrics['time/learn_s']:.1f}")
         self.checkpointer.wait()
         final = self._finish((untrained, after_sft), time.perf_counter() - start)
         self.writer.close()
@@ -193,19 +194,25 @@ class TrainRun:
         rolled = time.perf_counter()
         batch = self._batch(result, step)
         counts = self._record_counts(result, batch)  # before the update may consume the batch
+        batched = time.perf_counter()
         if mean_over_processes({"signal": float(self._has_signal(result))})["signal"] > 0:
             self.state, learned = self.learner.update(self.state, batch)
         else:  # every gradient would be zero: save the step's compute (DAPO's dynamic sampling)
             learned = {"no_signal": 1.0}
+        learned_at = time.perf_counter()
+        times = {"rollout_s": rolled - started, "batch_s": batched - rolled,
+                 "learn_s": learned_at - batched,
+                 **{f"rollout_{k}": v for k, v in result.times.metrics().items()}}
         metrics = {"stage": float(stage.stage), "seet/retry_probability":
                    stage.retry_probability(self.curriculum.progress),
-                   "time/rollout_s": rolled - started, "time/learn_s": time.perf_counter() - rolled,
                    **{f"rollout/{k}": v for k, v in mean_over_processes(
                        {**result.stats(), **counts}).items()},
                    **{f"learner/{k}": v for k, v in learned.items()}}
         self._write_records(result)
         if self.config.train.eval_every and (step + 1) % self.config.train.eval_every == 0:
             metrics.update({f"eval/train_{k}": v for k, v in self._eval_train().items()})
+            times["eval_s"] = time.perf_counter() - learned_at
+        metrics.update({f"time/{k}": v for k, v in times.items()})
         self.curriculum.step({k.split("/", 1)[-1]: v for k, v in metrics.items()})
         self.writer.write(step + 1, metrics)
         self.step = step + 1

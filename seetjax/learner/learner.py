@@ -71,7 +71,9 @@ class Learner:
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
         seconds = time.perf_counter() - start
         width = max(s.tokens.shape[1] for s in _row_sets(batch))
-        metrics.update(step_seconds=seconds, **throughput(
+        slots = sum(s.tokens.size for s in _row_sets(batch)) * jax.process_count()
+        metrics.update(step_seconds=seconds, padding_share=1.0 - metrics["tokens"] / slots,
+                       **throughput(
             metrics["tokens"], metrics["flop_tokens"], seconds, self.model_config, width,
             self.mesh.devices.size, self.peak_flops))
         return state, metrics

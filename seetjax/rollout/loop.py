@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import functools
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -104,11 +105,43 @@ class RolloutConfig:
 
 
 @dataclasses.dataclass
+class PlayTimes:
+    """Where a rollout's wall time went, and how busy the lock-step batch was.
+
+    sampling_s: policy calls (prefill of the new observation tokens, decoding, host transfers of
+    the sampled ids); environment_s: reply handling in the episode threads (parsing, tool
+    execution, hints, checking, tokenising observations); slow_loop_s: anchors and
+    counterfactual records. Each policy call decodes every row for as many steps as its
+    longest reply: `row_steps` counts those row-steps, `reply_tokens` the tokens replies kept,
+    so 1 - reply_tokens / row_steps is the share of decoding spent on rows already done.
+    """
+
+    sampling_s: float = 0.0
+    environment_s: float = 0.0
+    slow_loop_s: float = 0.0
+    policy_calls: int = 0
+    reply_tokens: int = 0
+    row_steps: int = 0
+
+    def add_call(self, completions: Sequence[Completion]) -> None:
+        self.policy_calls += 1
+        lengths = [len(c.tokens) for c in completions]
+        self.reply_tokens += sum(lengths)
+        self.row_steps += len(lengths) * max(lengths, default=0)
+
+    def metrics(self) -> dict[str, float]:
+        return {"sampling_s": self.sampling_s, "environment_s": self.environment_s,
+                "slow_loop_s": self.slow_loop_s, "policy_calls": float(self.policy_calls),
+                "idle_share": 1.0 - self.reply_tokens / max(self.row_steps, 1)}
+
+
+@dataclasses.dataclass
 class RolloutResult:
     episodes: list[Episode]
     records: list[CounterfactualRecord]
     anchors_used: dict[str, int]
     reward: RewardConfig = RewardConfig()
+    times: PlayTimes = dataclasses.field(default_factory=PlayTimes)
 
     @functools.cached_property
     def scored(self) -> list[list[tuple[int, float]]]:
@@ -184,22 +217,32 @@ class Rollout:
                         self.config.limits, seed=seed * 1_000_003 + i * g + s)
                 for i, task in enumerate(tasks) for s in range(g)]
 
-    def play(self, episodes: Sequence[Episode], policy: Policy) -> None:
-        """Advances every episode to its end, one policy call per step for all live ones."""
+    def play(self, episodes: Sequence[Episode], policy: Policy,
+             times: PlayTimes | None = None) -> PlayTimes:
+        """Advances every episode to its end, one policy call per step for all live ones;
+        returns where the time went (added to `times` when given)."""
+        times = times if times is not None else PlayTimes()
+        clock = time.perf_counter()
         policy.start([e.prompt for e in episodes])
         live = list(range(len(episodes)))
         chunks: list[list[int]] = [[] for _ in episodes]
         while live:
             completions = policy.generate(live, [chunks[i] for i in live],
                                           [episodes[i].reply_budget() for i in live])
+            now = time.perf_counter()
+            times.sampling_s += now - clock
+            times.add_call(completions)
             answers = list(self._threads.map(lambda ic: episodes[ic[0]].reply(ic[1]),
                                              zip(live, completions)))
+            clock = time.perf_counter()
+            times.environment_s += clock - now
             still = []
             for i, nxt in zip(live, answers):
                 if nxt is not None:
                     chunks[i] = nxt
                     still.append(i)
             live = still
+        return times
 
     def slow_loop(self, episodes: Sequence[Episode], stage: StageConfig, step: int
                   ) -> RolloutResult:
@@ -238,8 +281,12 @@ class Rollout:
     def __call__(self, tasks: Sequence[BfclTask], policy: Policy, stage: StageConfig,
                  progress: float, step: int, seed: int) -> RolloutResult:
         episodes = self.episodes(tasks, stage, progress, seed)
-        self.play(episodes, policy)
-        return self.slow_loop(episodes, stage, step)
+        times = self.play(episodes, policy)
+        start = time.perf_counter()
+        result = self.slow_loop(episodes, stage, step)
+        times.slow_loop_s = time.perf_counter() - start
+        result.times = times
+        return result
 
     def _anchors(self, episode: Episode, step: int) -> list[Anchor]:
         """The episode's verified-correct turns as anchors (induced when interception helped).

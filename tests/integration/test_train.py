@@ -66,8 +66,13 @@ def test_short_tiny_run_learns_and_writes_everything(tmp_path, embedded_dir):
         assert (tmp_path / name).exists(), name
     report = (tmp_path / "report.md").read_text()
     for row in ("| untrained | 0.000 |", "| after SFT (start of RL) |", "| after RL |",
-                "| gain of SFT |", "| gain of RL |", "| train |"):
+                "| gain of SFT |", "| gain of RL |", "| train |", "| learner update |",
+                "| sampling (prefill, decode, host transfers) |"):
         assert row in report, row
+    for r in rows:  # every RL step's time, part by part
+        if "stage" in r:
+            assert r["time/rollout_s"] >= r["time/rollout_sampling_s"] > 0
+            assert r["time/learn_s"] > 0 and 0 <= r["time/rollout_idle_share"] < 1
 
 
 @pytest.mark.slow

@@ -55,10 +55,14 @@ def test_step_compiles_once_and_counts_updates(model):
             "optimizer": {"learning_rate": 1e-3}}
     learner, state = make_learner(model, spec)
     for seed in range(3):
-        state, metrics = learner.update(state, rl_batch(seed=seed))
+        batch = rl_batch(seed=seed)
+        state, metrics = learner.update(state, batch)
     assert learner.compile_count() == 1
     assert int(state.step) == 6 and int(state.skipped) == 0
     assert metrics["tokens_per_s"] > 0 and np.isfinite(metrics["loss"])
+    seqs = batch.sequences
+    real = (np.asarray(seqs.segment_ids) != 0).sum()
+    assert metrics["padding_share"] == pytest.approx(1 - real / seqs.tokens.size)
 
 
 def test_non_finite_update_is_skipped(model):

@@ -1,13 +1,14 @@
 """Batched rollouts: peers and historical anchors, counterfactual records, the sampler policy."""
 
 import jax
+import pytest
 from flax import nnx
 
 from seetjax.envs.bfcl import BfclEnvConfig
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import Rollout, RolloutConfig, SamplerPolicy, ScriptedPolicy
-from seetjax.sampling import Sampler, SamplingParams
+from seetjax.rollout.loop import PlayTimes, Rollout, RolloutConfig, SamplerPolicy, ScriptedPolicy
+from seetjax.sampling import Completion, Sampler, SamplingParams
 from seetjax.seet.config import StageConfig, default_stages
 from tests.rollout.conftest import calls_text
 
@@ -91,6 +92,22 @@ def test_sampler_policy_runs_episodes_with_the_embedded_model(embedded_dir, toke
         assert (logprobs[mask == 0] == 0).all()
         assert len(e.turns) == task.num_turns  # every turn was reached or judged
     assert sampler.compile_count() <= 8
+    times = result.times
+    replies = [r for e in result.episodes for t in e.turns for r in t.replies]
+    assert times.policy_calls == max(len([r for t in e.turns for r in t.replies])
+                                     for e in result.episodes)
+    assert times.reply_tokens == sum(len(r.ids) for r in replies)
+    assert times.row_steps >= times.reply_tokens
+    assert times.sampling_s > 0 and times.environment_s > 0 and times.slow_loop_s > 0
+    assert 0 <= times.metrics()["idle_share"] < 1
+
+
+def test_idle_share_counts_the_row_steps_of_finished_replies():
+    times = PlayTimes()
+    times.add_call([Completion([1, 2, 3, 4], [0.0] * 4, "stop"), Completion([5], [0.0], "stop")])
+    times.add_call([Completion([6, 7], [0.0] * 2, "length")])
+    assert (times.policy_calls, times.reply_tokens, times.row_steps) == (2, 7, 10)
+    assert times.metrics()["idle_share"] == pytest.approx(0.3)
 
 
 class RecordingPolicy(ScriptedPolicy):

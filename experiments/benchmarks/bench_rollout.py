@@ -1,0 +1,103 @@
+"""The real multi-turn rollout loop: episodes/s, generated tokens/s and where the time goes.
+
+Runs `seetjax.rollout.loop.Rollout` exactly as a training step does, with a run config's rollout
+plan (default configs/tiny.py: its episode limits, prompt style, group size), its model
+(`--model`, default the config's: the embedded default) sampling at temperature 1, and its
+training tasks, `--tasks` per batch, SEET stage 3 (standard environment, retries). The first
+batch compiles and is not timed; then `--rounds` batches, each of different tasks. Prints
+and records the median rate, the split of wall time (sampling / environment / slow loop) and
+the idle share of the lock-step batch (row-steps decoded for rows whose reply had ended).
+
+There is no peer to run side by side (no other framework runs these SEET episodes), so the
+row is an absolute rate on this machine, with its load.
+
+    python experiments/benchmarks/bench_rollout.py [--config configs/tiny.py --tasks 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import load, pin_threads, record, summary  # noqa: E402
+from report import add_row, cpu_machine  # noqa: E402
+
+TITLE = "Rollouts: the multi-turn SEET loop on a run config (bench_rollout.py)"
+COLUMNS = ["date", "machine", "setting", "episodes/s", "generated tok/s", "sampling share",
+           "environment share", "slow-loop share", "idle share of decoding"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", default="configs/tiny.py")
+    parser.add_argument("--model", default="", help="HF directory ('': the config's model)")
+    parser.add_argument("--tasks", type=int, default=8, help="tasks per batch (x group size)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=0, help="CPUs (0: all)")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args()
+    cpus = pin_threads(args.threads)
+
+    import jax
+    from flax import nnx
+
+    from seetjax.base_model import resolve_model_path
+    from seetjax.models.hf import load_hf_checkpoint
+    from seetjax.models.tokenizer import Tokenizer
+    from seetjax.rollout.loop import Rollout, SamplerPolicy
+    from seetjax.sampling import Sampler
+    from seetjax.seet.config import default_stages
+    from seetjax.train_config import build_plan, load_config_file
+
+    config = load_config_file(args.config)
+    plan = build_plan(config)
+    model_dir = args.model or resolve_model_path(config.model.path)
+    tokenizer = Tokenizer.from_pretrained(model_dir)
+    model = load_hf_checkpoint(model_dir)
+    tasks = plan.source.load(config.data.split, plan.categories, None)
+    needed = args.tasks * (args.rounds + 1)
+    if len(tasks) < needed:
+        raise SystemExit(f"--tasks={args.tasks} x {args.rounds + 1} batches needs {needed} "
+                         f"tasks; the config's split has {len(tasks)}")
+    sampler = Sampler(model, pad_id=tokenizer.pad_id)
+    rollout = Rollout(tokenizer, plan.rollout)
+    stage = default_stages()[2]
+
+    def batch(i: int):
+        policy = SamplerPolicy(sampler, nnx.state(model), plan.sampling, tokenizer.stop_ids,
+                               jax.random.key(i))
+        start = time.perf_counter()
+        result = rollout(tasks[i * args.tasks:(i + 1) * args.tasks], policy, stage,
+                         progress=0.5, step=i, seed=i)
+        return time.perf_counter() - start, result
+
+    batch(0)  # compiles
+    seconds, results = zip(*(batch(i + 1) for i in range(args.rounds)))
+    episodes = [len(r.episodes) for r in results]
+    tokens = [r.times.reply_tokens for r in results]
+    share = {k: statistics.median(getattr(r.times, k) / s for r, s in zip(results, seconds))
+             for k in ("sampling_s", "environment_s", "slow_loop_s")}
+    idle = statistics.median(r.times.metrics()["idle_share"] for r in results)
+    rates = {"episodes": summary(seconds, episodes), "tokens": summary(seconds, tokens)}
+    print(f"{rates['episodes']} episodes/s, {rates['tokens']} generated tokens/s; time: "
+          f"sampling {share['sampling_s']:.0%}, environment {share['environment_s']:.0%}, "
+          f"slow loop {share['slow_loop_s']:.0%}; idle share of decoding {idle:.0%}")
+    setting = (f"{args.config}, {os.path.basename(str(model_dir))} model, {args.tasks} tasks x "
+               f"{plan.rollout.group_size} samples, stage 3, T={plan.sampling.temperature}, "
+               f"{len(cpus)} threads, median of {args.rounds} batches, load {load():.1f}")
+    record("rollout loop", setting, rates, "-")
+    if not args.no_write:
+        add_row(TITLE, COLUMNS, [
+            datetime.date.today().isoformat(), cpu_machine(), setting,
+            f"{rates['episodes'].rate:.2f}", f"{rates['tokens'].rate:,.0f}",
+            f"{share['sampling_s']:.0%}", f"{share['environment_s']:.0%}",
+            f"{share['slow_loop_s']:.0%}", f"{idle:.0%}"])
+
+
+if __name__ == "__main__":
+    main()
