@@ -26,13 +26,15 @@ from flax import nnx
 from seetjax.models import PRESETS, Transformer
 from seetjax.models.hf import load_hf_checkpoint, save_hf_checkpoint
 from seetjax.sampling import Sampler, SamplingParams
+from seetjax.sampling.sampler import bucket
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import alternate, load, pin_threads, record, summary  # noqa: E402
 from report import add_row, cpu_machine  # noqa: E402
 
 TITLE = "Sampler: seetjax vs transformers generate (bench_sampler.py)"
-COLUMNS = ["date", "machine", "setting", "seetjax new tok/s", "transformers new tok/s", "speed-up"]
+COLUMNS = ["date", "machine", "setting", "seetjax new tok/s", "transformers new tok/s", "speed-up",
+           "decode step vs memory floor"]
 # Peak HBM bandwidth by device kind (vendor figures), for the decode roofline.
 HBM_BYTES_PER_S = {"H100": 3.35e12, "H200": 4.8e12, "A100": 2.0e12}
 
@@ -62,18 +64,52 @@ def torch_generate(model_dir: str, prompts, new: int):
 
 
 def cpu_comparison(batch: int, prompt: int, new: int, rounds: int) -> dict:
-    """Both generators on the same prompts, warmed up, in alternating rounds."""
+    """Both generators on the same prompts, warmed up, in alternating rounds; then seetjax's
+    decode step alone against its memory-bandwidth floor."""
     cfg = PRESETS["tiny-qwen2"].replace(rope_theta=10000.0)
     prompts = np.random.RandomState(0).randint(3, cfg.vocab_size, (batch, prompt)).tolist()
     with tempfile.TemporaryDirectory() as model_dir:
         save_hf_checkpoint(Transformer(cfg, rngs=nnx.Rngs(0)), model_dir)
         model = load_hf_checkpoint(model_dir)
         sampler = Sampler(model, pad_id=0)
-        times = alternate({"seetjax": seetjax_generate(sampler, nnx.state(model), prompts, new),
+        params = nnx.state(model)
+        times = alternate({"seetjax": seetjax_generate(sampler, params, prompts, new),
                            "transformers": torch_generate(model_dir, prompts, new)}, rounds)
+        step = decode_step_seconds(sampler, params, prompts, new, rounds)
     rates = {name: summary(t, batch * new) for name, t in times.items()}
+    floor = decode_floor_seconds(cfg, batch, prompt, new)
     return {"rates": rates, "ratio": rates["seetjax"].rate / rates["transformers"].rate,
-            "compiles": sampler.compile_count()}
+            "compiles": sampler.compile_count(), "step": step, "floor": floor}
+
+
+def decode_step_seconds(sampler: Sampler, params, prompts, new: int, repeats: int) -> float:
+    """Median wall time of one decode step (prefill excluded, `new` steps per generate call)."""
+    def once() -> float:
+        seqs = sampler.prefill(params, prompts)
+        jax.block_until_ready(seqs.state.logits)
+        start = time.perf_counter()
+        sampler.generate(params, seqs, jax.random.key(1), new, [], SamplingParams(temperature=1.0))
+        return (time.perf_counter() - start) / new
+    return statistics.median(once() for _ in range(repeats))
+
+
+def decode_floor_seconds(cfg, batch: int, prompt: int, new: int) -> dict:
+    """The bytes one decode step must read (every weight once; every row's cached keys and
+    values over all cache slots, as attention reads them) over a copy bandwidth measured on a
+    buffer of that size (bytes read + written per second, STREAM's convention)."""
+    itemsize = np.dtype(cfg.dtype).itemsize
+    slots = bucket(prompt + bucket(new, 16), 128)  # the sampler's cache size for this call
+    kv = batch * slots * cfg.num_layers * 2 * cfg.num_kv_heads * cfg.head_dim * itemsize
+    step_bytes = cfg.num_params() * itemsize + kv
+    src = np.ones(step_bytes // 4, np.float32)
+    dst = np.empty_like(src)
+    best = float("inf")
+    for _ in range(20):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - start)
+    bandwidth = 2 * src.nbytes / best
+    return {"bytes": step_bytes, "bandwidth": bandwidth, "seconds": step_bytes / bandwidth}
 
 
 def gpu_decode(batch: int, prompt: int, new: int, repeats: int) -> dict:
@@ -122,18 +158,24 @@ def main() -> None:
     rates = r["rates"]
     print(f"seetjax {rates['seetjax']} new tokens/s, transformers {rates['transformers']} new "
           f"tokens/s, ratio {r['ratio']:.2f}x ({r['compiles']} compiled programs)")
+    floor = r["floor"]
+    over = r["step"] / floor["seconds"]
+    print(f"decode step {r['step'] * 1e3:.2f} ms; floor {floor['seconds'] * 1e3:.2f} ms "
+          f"({floor['bytes'] / 1e6:.1f} MB read at a measured {floor['bandwidth'] / 1e9:.1f} GB/s "
+          f"copy bandwidth): {over:.1f}x the floor")
     setting = (f"tiny-qwen2 f32, batch {args.batch}, prompt {args.prompt}, {args.new} new, T=1, "
                f"{len(cpus)} threads each, median of {args.repeats} alternating rounds, "
                f"load {load():.1f}")
     record("sampler (new tokens)", setting, rates, f"{r['ratio']:.2f}x")
     rows = [[date, cpu_machine(), setting, str(rates["seetjax"]), str(rates["transformers"]),
-             f"{r['ratio']:.2f}x"]]
+             f"{r['ratio']:.2f}x", f"{r['step'] * 1e3:.2f} ms = {over:.1f}x its floor of "
+             f"{floor['seconds'] * 1e3:.2f} ms"]]
     if jax.devices()[0].platform == "gpu":
         g = gpu_decode(batch=64, prompt=512, new=256, repeats=args.repeats)
         print(f"{g['device']}: qwen2.5-1.5b bf16 decode {g['tokens_per_s']:.0f} tokens/s, "
               f"{g['roofline_fraction']:.0%} of the HBM bandwidth bound")
         rows.append([date, g["device"], "qwen2.5-1.5b-shaped bf16 decode, batch 64, prompt 512, "
-                     "256 new", f"{g['tokens_per_s']:.0f}", "-",
+                     "256 new", f"{g['tokens_per_s']:.0f}", "-", "-",
                      f"{g['roofline_fraction']:.0%} of HBM bound"])
     if not args.no_write:
         for row in rows:
