@@ -34,6 +34,7 @@ ground-truth recall per k in <out>.md, <out>.retrieval.json and <out>.retrieval.
         --tool_retrieval_k=all,5,10,20
 """
 
+import collections
 import dataclasses
 import os
 from collections.abc import Callable, Sequence
@@ -99,6 +100,11 @@ _CATEGORIES = flags.DEFINE_list(
 _SINGLE_TURN_BATCH = flags.DEFINE_integer(
     "single_turn_batch_size", 64, "Single-turn prompts sampled at once.")
 _PER_CATEGORY = flags.DEFINE_integer("per_category", 0, "Tasks per category and split (0: all).")
+_SINGLE_TURN_ENTRIES = flags.DEFINE_enum(
+    "single_turn_entries", "all", ["all", "held_out"],
+    "Single-turn entries scored: all (BFCL's leaderboard) or held_out, those never in SFT data "
+    "(seetjax.data.single_turn_dialogs): use held_out for a model trained with "
+    "data.single_turn, which trains on the rest.")
 _PROMPT_STYLE = flags.DEFINE_enum("prompt_style", "compact", ["bfcl", "native", "compact"],
                                   "How tools are shown.")
 _DESCRIPTION_CHARS = flags.DEFINE_integer("compact_description_chars", 0,
@@ -330,9 +336,19 @@ def multi_turn_reports(tokenizer: Tokenizer, config: RolloutConfig, play: Play
 
 
 def single_turn_tasks() -> list[bfcl_single.SingleTurnTask]:
-    """The tasks of the single-turn categories in --categories (the first --per_category)."""
+    """The tasks of the single-turn categories in --categories (the first --per_category of
+    each, among the held-out entries with --single_turn_entries=held_out)."""
     categories = [c for c in _CATEGORIES.value if c in bfcl_single.CATEGORIES]
-    return bfcl_single.load(categories, _PER_CATEGORY.value or None)
+    if _SINGLE_TURN_ENTRIES.value == "all":
+        return bfcl_single.load(categories, _PER_CATEGORY.value or None)
+    from seetjax.data.single_turn_dialogs import held_out_ids
+    held_out = held_out_ids()
+    kept, per_category = [], collections.Counter()
+    for task in bfcl_single.load(categories):
+        if task.id in held_out and per_category[task.category] < (_PER_CATEGORY.value or 1e9):
+            kept.append(task)
+            per_category[task.category] += 1
+    return kept
 
 
 def single_turn_reports(tasks: list[bfcl_single.SingleTurnTask], replies: list[str | None],

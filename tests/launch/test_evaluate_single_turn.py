@@ -34,6 +34,20 @@ def test_single_turn_categories_are_reported_beside_multi_turn(embedded_dir, tmp
     assert "| decoding | non-live AST | live AST | irrelevance | relevance | multi-turn test |" in table
 
 
+def test_held_out_entries_only_exclude_every_sft_entry(embedded_dir, tmp_path):
+    from seetjax.data.single_turn_dialogs import held_out_ids
+    stem = tmp_path / "eval"
+    out = subprocess.run(
+        [sys.executable, "launch/evaluate.py", f"--out={stem}", "--per_category=3",
+         "--categories=simple,irrelevance", "--single_turn_entries=held_out",
+         "--max_reply_tokens=8"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (report,) = json.loads((tmp_path / "eval.single_turn.json").read_text())
+    assert report["total"] == {"simple": 3, "irrelevance": 3}
+    ids = [e["id"] for e in report["entries"]]
+    assert set(ids) <= held_out_ids()
+
+
 @pytest.mark.parametrize("flags,message", [
     (["--categories=simple,nope,simple_java"], "unknown nope, simple_java"),
     (["--single_turn_batch_size=0"], "--single_turn_batch_size")])
