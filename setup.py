@@ -61,6 +61,7 @@ setup(
             # weights package without its deps).
             "sentence-transformers>=6.2,<7",
             "ranx>=0.3.21,<0.4",
+            "datasets>=5.2,<6",  # distilled shards load with Hugging Face datasets (a test)
         ],
     },
 )
