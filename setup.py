@@ -63,5 +63,12 @@ setup(
             "ranx>=0.3.21,<0.4",
             "datasets>=5.2,<6",  # distilled shards load with Hugging Face datasets (a test)
         ],
+        # seetjax/distill/tfds_builder.py: distilled shards as an ArrayRecord TFDS dataset for
+        # tfds.data_source and grain, without TensorFlow. tensorflow-datasets 4.9.10 imports
+        # importlib_resources but declares it only for Python < 3.9.
+        "tfds": [
+            "tensorflow-datasets>=4.9.10,<5",
+            "importlib_resources>=6",
+        ],
     },
 )
