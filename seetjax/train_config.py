@@ -120,7 +120,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.limits = ml_collections.ConfigDict(dict(  # EpisodeLimits, in tokens
         max_reply_tokens=256, max_turn_tokens=1024, max_observation_tokens=1024,
         max_episode_tokens=8192))
-    c.rollout = ml_collections.ConfigDict(dict(group_size=8, num_threads=8))
+    c.rollout = ml_collections.ConfigDict(dict(group_size=8, num_threads=8, decode_chunk=16))
     c.reward = reward_section()  # the reward trained on (seetjax.rewards.RewardConfig)
     c.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0))
     # SFT warm-up (seetjax.sft): `run` is a whole SFT config; its model is this run's.

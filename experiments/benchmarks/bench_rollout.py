@@ -89,6 +89,7 @@ def main() -> None:
           f"slow loop {share['slow_loop_s']:.0%}; idle share of decoding {idle:.0%}")
     setting = (f"{args.config}, {os.path.basename(str(model_dir))} model, {args.tasks} tasks x "
                f"{plan.rollout.group_size} samples, stage 3, T={plan.sampling.temperature}, "
+               f"decode_chunk {plan.rollout.decode_chunk}, "
                f"{len(cpus)} threads, median of {args.rounds} batches, load {load():.1f}")
     record("rollout loop", setting, rates, "-")
     if not args.no_write:

@@ -97,11 +97,24 @@ class ScriptedPolicy:
 
 @dataclasses.dataclass(frozen=True)
 class RolloutConfig:
+    """decode_chunk: 0 samples each reply in one policy call, every live row in lock step until
+    the longest reply ends; N > 0 asks for at most N tokens per call, so a row whose reply ended
+    has its tool observation appended and starts its next reply while the others go on (rows
+    wait at most N steps for the batch instead of the longest reply). Replies are drawn from the
+    same distribution either way (greedy ones are the same tokens up to float rounding between
+    batch shapes); only the batching and the random draws differ."""
+
     group_size: int = 4
     env: BfclEnvConfig = BfclEnvConfig(prompt_style="compact")
     limits: EpisodeLimits = EpisodeLimits()
     num_threads: int = 8
     reward: RewardConfig = RewardConfig()  # the reward the episodes are scored with
+    decode_chunk: int = 0
+
+    def __post_init__(self):
+        if self.decode_chunk < 0:
+            raise ValueError(f"RolloutConfig.decode_chunk={self.decode_chunk}: must be >= 0 "
+                             "(0: each reply in one call)")
 
 
 @dataclasses.dataclass
@@ -226,22 +239,35 @@ class Rollout:
         policy.start([e.prompt for e in episodes])
         live = list(range(len(episodes)))
         chunks: list[list[int]] = [[] for _ in episodes]
+        partial: dict[int, Completion] = {}  # replies still being sampled (decode_chunk > 0)
+        step = self.config.decode_chunk
         while live:
-            completions = policy.generate(live, [chunks[i] for i in live],
-                                          [episodes[i].reply_budget() for i in live])
+            budgets = [episodes[i].reply_budget() - len(partial[i].tokens) if i in partial
+                       else episodes[i].reply_budget() for i in live]
+            asked = [min(b, step) if step else b for b in budgets]
+            completions = policy.generate(live, [chunks[i] for i in live], asked)
             now = time.perf_counter()
             times.sampling_s += now - clock
             times.add_call(completions)
-            answers = list(self._threads.map(lambda ic: episodes[ic[0]].reply(ic[1]),
-                                             zip(live, completions)))
+            ended = []
+            for i, c, budget, n in zip(live, completions, budgets, asked):
+                if i in partial:
+                    done = partial.pop(i)
+                    c = Completion(done.tokens + c.tokens, done.logprobs + c.logprobs,
+                                   c.finish_reason)
+                chunks[i] = []
+                if c.finish_reason == "length" and n < budget:
+                    partial[i] = c  # cut by the chunk, not by the reply's limit: goes on
+                else:
+                    ended.append((i, c))
+            answers = list(self._threads.map(lambda ic: episodes[ic[0]].reply(ic[1]), ended))
             clock = time.perf_counter()
             times.environment_s += clock - now
-            still = []
-            for i, nxt in zip(live, answers):
+            for (i, _), nxt in zip(ended, answers):
                 if nxt is not None:
                     chunks[i] = nxt
-                    still.append(i)
-            live = still
+            over = {i for (i, _), nxt in zip(ended, answers) if nxt is None}
+            live = [i for i in live if i not in over]
         return times
 
     def slow_loop(self, episodes: Sequence[Episode], stage: StageConfig, step: int

@@ -1,6 +1,7 @@
 """Batched rollouts: peers and historical anchors, counterfactual records, the sampler policy."""
 
 import jax
+import numpy as np
 import pytest
 from flax import nnx
 
@@ -100,6 +101,30 @@ def test_sampler_policy_runs_episodes_with_the_embedded_model(embedded_dir, toke
     assert times.row_steps >= times.reply_tokens
     assert times.sampling_s > 0 and times.environment_s > 0 and times.slow_loop_s > 0
     assert 0 <= times.metrics()["idle_share"] < 1
+
+
+def test_chunked_decoding_refills_rows_and_keeps_greedy_replies(embedded_dir, tokenizer, task):
+    """decode_chunk=3 with 8-token replies: replies are sampled over several calls and rows move
+    on to their next turn while others finish; greedy, every episode is the same sequence as with
+    whole replies, with the same sampler logprobs."""
+    model = load_hf_checkpoint(embedded_dir)
+    sampler = Sampler(model, pad_id=tokenizer.pad_id)
+    limits = EpisodeLimits(max_reply_tokens=8, max_turn_tokens=24, max_episode_tokens=4096)
+    played = {}
+    for chunk in (0, 3):
+        policy = SamplerPolicy(sampler, nnx.state(model), SamplingParams(temperature=0.0),
+                               tokenizer.stop_ids, jax.random.key(0))
+        rollout = Rollout(tokenizer, RolloutConfig(group_size=2, limits=limits,
+                                                   decode_chunk=chunk))
+        played[chunk] = rollout([task], policy, STAGE3, progress=0.0, step=0, seed=0)
+    whole, chunked = played[0], played[3]
+    assert chunked.times.policy_calls > whole.times.policy_calls
+    for a, b in zip(whole.episodes, chunked.episodes):
+        (ta, ma, la), (tb, mb, lb) = a.conversation.training_arrays(), b.conversation.training_arrays()
+        assert ta.tolist() == tb.tolist() and ma.tolist() == mb.tolist()
+        np.testing.assert_allclose(la, lb, atol=1e-5)
+    with pytest.raises(ValueError, match="decode_chunk"):
+        RolloutConfig(decode_chunk=-1)
 
 
 def test_idle_share_counts_the_row_steps_of_finished_replies():
