@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   creates .venv if missing, installs seetjax, runs the main job on the embedded default
-#   make test   same set-up plus the test extra, then the test suite
+#   make test   same set-up plus the test and tfds extras, then the test suite
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -27,7 +27,7 @@ $(VENV)/.installed: $(BIN)/python setup.py constraints.txt
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PIP) -e ".[test]"
+	$(PIP) -e ".[test,tfds]"
 	touch $@
 
 install: $(VENV)/.installed
