@@ -72,6 +72,11 @@ def plot_curves(rows: Sequence[dict], out: str | os.PathLike, title: str = "") -
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
+    return save_figure(fig, out, title)
+
+
+def save_figure(fig, out: str | os.PathLike, title: str = "") -> Path:
+    """Titles, lays out, writes `fig` to `out` (PNG at 110 dpi) and closes it."""
     if title:
         fig.suptitle(title)
     fig.tight_layout()

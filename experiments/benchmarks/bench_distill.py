@@ -21,19 +21,16 @@ import logging
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
 import yaml
 
 from seetjax.distill.config import parse_config
 from seetjax.distill.pipeline import RunSummary, run_async
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_server import free_port  # noqa: E402
-from harness import Summary, load, record  # noqa: E402
+from harness import Summary, free_port, load, record, start_service  # noqa: E402
 from report import add_row, cpu_machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,22 +58,11 @@ def with_endpoint(raw: dict[str, Any], url: str) -> dict[str, Any]:
 def start_oracle(config_path: Path, latency_s: float) -> tuple[subprocess.Popen, str]:
     """The oracle for the config's scenarios in its own process: (process, /v1 URL)."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "launch/distill.py", f"--config={config_path}", "--serve=oracle",
-         f"--port={port}", f"--latency_s={latency_s}"], cwd=ROOT)
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the oracle exited ({process.returncode})")
-        try:
-            if httpx.get(f"{url}/models", timeout=2).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    process.kill()
-    raise RuntimeError("the oracle did not come up")
+    process = start_service(
+        [sys.executable, "launch/distill.py", f"--config={config_path}", "--serve=oracle",
+         f"--port={port}", f"--latency_s={latency_s}"], f"{url}/models", ROOT, timeout_s=120)
+    return process, url
 
 
 def distil(raw: dict[str, Any], url: str, records: int, concurrency: int, out: Path

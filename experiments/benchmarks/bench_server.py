@@ -18,17 +18,16 @@ import asyncio
 import datetime
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx2 as httpx
 import numpy as np
 import openai
 
 sys.path.insert(0, os.path.dirname(__file__))
+from harness import free_port, start_service  # noqa: E402
 from report import add_row, cpu_machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,32 +40,15 @@ MODES = {"continuous": ["--batching=continuous"], "static": ["--batching=static"
          "one at a time": ["--max_batch=1"]}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(extra: list[str], args) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "launch/serve.py", f"--model={args.model}", f"--port={port}",
-         f"--max_batch={args.max_batch}",
-         f"--chunk_steps={args.chunk_steps}", "--max_queue=256", "--log_level=warning",
-         "--served_model_name=bench", *extra], cwd=ROOT)
     root = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the server exited ({process.returncode})")
-        try:
-            if httpx.get(f"{root}/health", timeout=2).status_code == 200:
-                return process, f"{root}/v1"
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    process.kill()
-    raise RuntimeError("the server did not come up")
+    process = start_service(
+        [sys.executable, "launch/serve.py", f"--model={args.model}", f"--port={port}",
+         f"--max_batch={args.max_batch}", f"--chunk_steps={args.chunk_steps}",
+         "--max_queue=256", "--log_level=warning", "--served_model_name=bench", *extra],
+        f"{root}/health", ROOT)
+    return process, f"{root}/v1"
 
 
 def workload(clients: int, requests: int, seed: int) -> list[list[tuple[str, int]]]:

@@ -17,7 +17,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import socket
 import statistics
+import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -97,3 +99,31 @@ def record(benchmark: str, setting: str, results: Mapping[str, Summary], ratio: 
            "time": time.strftime("%Y-%m-%d %H:%M")}
     with path.open("a") as f:
         f.write(json.dumps(row) + "\n")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_service(command: Sequence[str], probe_url: str, cwd: str | os.PathLike,
+                  timeout_s: float = 600) -> subprocess.Popen:
+    """Starts `command` (a server on 127.0.0.1) and waits until GET `probe_url` answers 200;
+    raises if the process exits first or the deadline passes (then it is killed)."""
+    import httpx2 as httpx  # test extra: only the HTTP benchmarks need it
+
+    process = subprocess.Popen(list(command), cwd=cwd)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{command[1]} exited ({process.returncode}) before serving")
+        try:
+            if httpx.get(probe_url, timeout=2).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    process.kill()
+    raise RuntimeError(f"{command[1]} did not answer {probe_url} within {timeout_s:.0f} s")

@@ -21,8 +21,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
 from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
 from seetjax.envs.bfcl_data import BfclTask
 from seetjax.envs.tool_retrieval import offered_docs
@@ -98,8 +96,7 @@ def markdown(rows: Sequence[SweepRow]) -> str:
 def plot(rows: Sequence[SweepRow], out: str | Path, title: str = "") -> Path:
     """Accuracy and ground-truth recall against mean prompt tokens, a line per split, each point
     labelled with its k."""
-    matplotlib.use("Agg")  # files only, no display (as seetjax.plots)
-    import matplotlib.pyplot as plt
+    from seetjax.plots import plt, save_figure  # pyplot with the files-only backend
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), squeeze=False)
     for ax, (field, name) in zip(axes.flat, (("overall", "BFCL multi-turn overall (%)"),
@@ -115,13 +112,7 @@ def plot(rows: Sequence[SweepRow], out: str | Path, title: str = "") -> Path:
         ax.set_title(name)
         ax.set_xlabel("mean prompt tokens per episode")
         ax.legend(fontsize=7)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    out = Path(out)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out, title)
 
 
 def write(rows: Sequence[SweepRow], stem: str | Path) -> str:
