@@ -1,4 +1,4 @@
-"""Tool calls: the one canonical `ToolCall` type and the parsers that turn model text into calls.
+"""The parsers that turn model text into `ToolCall`s (seetjax.tools.tool_call).
 
 Formats: ``python``, BFCL's prompting format ``[f(a=1), g(b='x')]`` (a single ``f(a=1)`` too);
 ``hermes``, Hermes/Qwen ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks, any
@@ -21,22 +21,22 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+from seetjax.tools.tool_call import (
+    INT_BOUND,
+    MAX_CONTAINER_ITEMS,
+    MAX_INT_DIGITS,
+    MAX_STRING_CHARS,
+    MAX_VALUE_DEPTH,
+    ToolCall,
+    py_repr,
+)
 
 CallFormat = Literal["python", "hermes", "json", "auto"]
 
 MAX_MESSAGE_CHARS = 65_536
-# Bounds on argument values. No legitimate tool argument comes near them, and past them ordinary
-# operations on a value fail or take unbounded time: an integer of over 4,300 digits cannot be
-# printed (Python's int-to-str limit), so its call could not be keyed, compared or shown. Depth
-# also keeps every walk over values far from Python's recursion limit.
-MAX_VALUE_DEPTH = 16
-MAX_INT_DIGITS = 64
-MAX_STRING_CHARS = 16_384
-MAX_CONTAINER_ITEMS = 1_024
-_INT_BOUND = 10 ** MAX_INT_DIGITS
-
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # A message attempts python-format calls when it starts like one, `[name(` or `name(` (no space
 # before the parenthesis, so prose such as "Sorry (I cannot)..." stays prose).
@@ -50,48 +50,6 @@ class ParamNames(Protocol):
     """Anything that knows a tool's parameter names in positional order (a `ToolSchema`)."""
     @property
     def param_names(self) -> tuple[str, ...]: ...
-
-
-@dataclass(frozen=True, eq=False)
-class ToolCall:
-    """One call: a tool name and keyword arguments (JSON-like literal values).
-
-    `positional` holds positional arguments the parser could not map to names (unknown tool, too
-    many, or a clash with a keyword); validation reports them. Equality and hashing use the
-    canonical form, where 1 and 1.0 are the same value and tuples are lists.
-    """
-
-    name: str
-    args: Mapping[str, Any] = field(default_factory=dict)
-    positional: tuple[Any, ...] = ()
-
-    def key(self) -> str:
-        """The canonical form: compact JSON of name, sorted arguments and unmapped positionals."""
-        return json.dumps([self.name, _canonical(dict(self.args)), _canonical(list(self.positional))],
-                          sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ToolCall) and self.key() == other.key()
-
-    def __hash__(self) -> int:
-        return hash(self.key())
-
-    def to_python(self) -> str:
-        """BFCL's decoded form, `name(a=1, b='x')`; parses back to an equal call (an integer
-        past the parser's bounds is written in hex, which the parser rejects)."""
-        parts = [_py_repr(v) for v in self.positional] + [f"{k}={_py_repr(v)}"
-                                                          for k, v in self.args.items()]
-        return f"{self.name}({', '.join(parts)})"
-
-    def to_json(self) -> dict[str, Any]:
-        """`{"name": ..., "arguments": {...}}`, the chat template's `tool_calls` entry."""
-        return {"name": self.name, "arguments": dict(self.args)}
-
-    def to_hermes(self) -> str:
-        return f"<tool_call>{json.dumps(self.to_json(), ensure_ascii=False)}</tool_call>"
-
-    def __repr__(self) -> str:
-        return f"ToolCall({self.to_python()})"
 
 
 @dataclass(frozen=True)
@@ -304,7 +262,7 @@ def _scalar_problem(value: Any) -> str | None:
     """Why a scalar argument value is out of bounds, or None."""
     if isinstance(value, float) and not math.isfinite(value):
         return "numbers must be finite"
-    if isinstance(value, int) and not isinstance(value, bool) and not -_INT_BOUND < value < _INT_BOUND:
+    if isinstance(value, int) and not isinstance(value, bool) and not -INT_BOUND < value < INT_BOUND:
         return f"an integer of more than {MAX_INT_DIGITS} digits"
     if isinstance(value, str) and len(value) > MAX_STRING_CHARS:
         return f"a string of {len(value)} characters (limit {MAX_STRING_CHARS})"
@@ -317,7 +275,7 @@ def _describe(node: ast.AST) -> str:
     if isinstance(node, ast.Call):
         return "a call inside the arguments"
     if isinstance(node, ast.Constant):
-        return f"the constant {_py_repr(node.value)}"[:80]
+        return f"the constant {py_repr(node.value)}"[:80]
     return f"an expression of kind {type(node).__name__}"
 
 
@@ -428,34 +386,6 @@ def _bind(name: str, args: dict[str, Any], positional: list[Any],
         if len(names) == len(positional) and not set(names) & set(args):
             return ToolCall(name, {**dict(zip(names, positional)), **args})
     return ToolCall(name, args, tuple(positional))
-
-
-def _canonical(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and not -_INT_BOUND < value < _INT_BOUND:
-        return {"int": hex(value)}  # JSON would print it in decimal, which Python refuses past 4,300 digits
-    if isinstance(value, float):  # NaN and inf (only ever built in code: parsers reject them)
-        return value if math.isfinite(value) else {"float": repr(value)}
-    if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _canonical(v) for k, v in value.items()}
-    return value
-
-
-def _py_repr(value: Any) -> str:
-    """`repr`, except integers past the bounds, written in hex (repr would refuse past 4,300
-    digits), recursively."""
-    if isinstance(value, int) and not isinstance(value, bool) and not -_INT_BOUND < value < _INT_BOUND:
-        return hex(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_py_repr(v) for v in value) + "]"
-    if isinstance(value, tuple):
-        return "(" + ", ".join(_py_repr(v) for v in value) + ("," if len(value) == 1 else "") + ")"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_py_repr(k)}: {_py_repr(v)}" for k, v in value.items()) + "}"
-    return repr(value)
 
 
 def _message_body(text: str) -> tuple[str, int]:
