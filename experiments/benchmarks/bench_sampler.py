@@ -26,7 +26,6 @@ from flax import nnx
 from seetjax.models import PRESETS, Transformer
 from seetjax.models.hf import load_hf_checkpoint, save_hf_checkpoint
 from seetjax.sampling import Sampler, SamplingParams
-from seetjax.sampling.sampler import bucket
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import alternate, load, pin_threads, record, summary  # noqa: E402
@@ -75,30 +74,33 @@ def cpu_comparison(batch: int, prompt: int, new: int, rounds: int) -> dict:
         params = nnx.state(model)
         times = alternate({"seetjax": seetjax_generate(sampler, params, prompts, new),
                            "transformers": torch_generate(model_dir, prompts, new)}, rounds)
-        step = decode_step_seconds(sampler, params, prompts, new, rounds)
+        step, slots = decode_step_seconds(sampler, params, prompts, new, rounds)
     rates = {name: summary(t, batch * new) for name, t in times.items()}
-    floor = decode_floor_seconds(cfg, batch, prompt, new)
+    floor = decode_floor_seconds(cfg, batch, slots)
     return {"rates": rates, "ratio": rates["seetjax"].rate / rates["transformers"].rate,
             "compiles": sampler.compile_count(), "step": step, "floor": floor}
 
 
-def decode_step_seconds(sampler: Sampler, params, prompts, new: int, repeats: int) -> float:
-    """Median wall time of one decode step (prefill excluded, `new` steps per generate call)."""
-    def once() -> float:
+def decode_step_seconds(sampler: Sampler, params, prompts, new: int, repeats: int
+                        ) -> tuple[float, int]:
+    """Median wall time of one decode step (prefill excluded, `new` steps per generate call),
+    and the cache slots per row the decoding attended over."""
+    def once() -> tuple[float, int]:
         seqs = sampler.prefill(params, prompts)
         jax.block_until_ready(seqs.state.logits)
         start = time.perf_counter()
-        sampler.generate(params, seqs, jax.random.key(1), new, [], SamplingParams(temperature=1.0))
-        return (time.perf_counter() - start) / new
-    return statistics.median(once() for _ in range(repeats))
+        seqs, _ = sampler.generate(params, seqs, jax.random.key(1), new, [],
+                                   SamplingParams(temperature=1.0))
+        return (time.perf_counter() - start) / new, seqs.state.cache.slots
+    runs = [once() for _ in range(repeats)]
+    return statistics.median(t for t, _ in runs), runs[0][1]
 
 
-def decode_floor_seconds(cfg, batch: int, prompt: int, new: int) -> dict:
+def decode_floor_seconds(cfg, batch: int, slots: int) -> dict:
     """The bytes one decode step must read (every weight once; every row's cached keys and
-    values over all cache slots, as attention reads them) over a copy bandwidth measured on a
-    buffer of that size (bytes read + written per second, STREAM's convention)."""
+    values over all `slots` cache slots, as attention reads them) over a copy bandwidth measured
+    on a buffer of that size (bytes read + written per second, STREAM's convention)."""
     itemsize = np.dtype(cfg.dtype).itemsize
-    slots = bucket(prompt + bucket(new, 16), 128)  # the sampler's cache size for this call
     kv = batch * slots * cfg.num_layers * 2 * cfg.num_kv_heads * cfg.head_dim * itemsize
     step_bytes = cfg.num_params() * itemsize + kv
     src = np.ones(step_bytes // 4, np.float32)

@@ -230,11 +230,10 @@ class Rollout:
                         self.config.limits, seed=seed * 1_000_003 + i * g + s)
                 for i, task in enumerate(tasks) for s in range(g)]
 
-    def play(self, episodes: Sequence[Episode], policy: Policy,
-             times: PlayTimes | None = None) -> PlayTimes:
+    def play(self, episodes: Sequence[Episode], policy: Policy) -> PlayTimes:
         """Advances every episode to its end, one policy call per step for all live ones;
-        returns where the time went (added to `times` when given)."""
-        times = times if times is not None else PlayTimes()
+        returns where the time went."""
+        times = PlayTimes()
         clock = time.perf_counter()
         policy.start([e.prompt for e in episodes])
         live = list(range(len(episodes)))
