@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +34,14 @@ from seetjax.envs import tool_retrieval
 from seetjax.envs.base import EpisodeTrace, Message, StepCode, StepResult, TurnVerdict
 from seetjax.envs.bfcl_data import CATEGORIES, BfclTask, load_tasks
 from seetjax.envs.state_copy import deepcopy_state
-from seetjax.eval.bfcl_checker import FORCE_TERMINATED, EntryResult, TurnChecker, entry_result
+from seetjax.eval.bfcl_checker import (
+    FORCE_TERMINATED,
+    EntryResult,
+    TurnChecker,
+    entry_result,
+    state_differences,
+)
+from seetjax.seet.hints import step_hint
 from seetjax.tools import prompts
 from seetjax.tools.calls import MAX_MESSAGE_CHARS, ParseError, ToolCall, parse_tool_calls
 from seetjax.tools.executor import ExecutionResult
@@ -149,7 +157,8 @@ class BfclEnvConfig:
 
 
 class BfclEnv:
-    """One BFCL multi-turn episode at a time (see the module docstring and `ToolEnv`).
+    """One BFCL multi-turn episode at a time (see the module docstring and `ToolEnv`); it has
+    every SEET capability (`seetjax.envs.capabilities`).
 
     After `reset(task)`, `history` holds the whole conversation as messages, `executor` the live
     API instances, and `trace()` the record rewards are computed from.
@@ -223,6 +232,35 @@ class BfclEnv:
     def trace(self) -> EpisodeTrace:
         task = self._require_task()
         return EpisodeTrace(task.id, tuple(self._steps), tuple(self._verdicts), task.ground_truth)
+
+    # ------------------------------------------------------------------ SEET capabilities
+
+    @property
+    def call_format(self) -> str:
+        return self.config.resolved_call_format
+
+    def parse_calls(self, text: str) -> list[ToolCall] | ParseError:
+        return self.config.parse_calls(text, self.schemas)
+
+    def hint(self, step: StepResult) -> str | None:
+        """The augmented environment's hint (`seetjax.seet.hints`), from the schemas and the live
+        API state."""
+        return step_hint(step, self.executor, self.call_format)
+
+    def expected_calls(self) -> tuple[ToolCall, ...]:
+        return self._require_task().ground_truth[self.turn]
+
+    def same_outcome(self, a: Sequence[ToolCall], b: Sequence[ToolCall]) -> bool:
+        """Whether running calls `a` and running calls `b` from the current state end in the same
+        API state with the same multiset of outputs (BFCL's turn check); runs both on copies."""
+        snapshot = self.snapshot()
+        ends = []
+        for calls in (a, b):
+            outputs = Counter(r.output for r in self.executor.execute_all(calls))
+            ends.append((self.executor.instances, outputs))
+            self.restore(snapshot)  # a fresh copy: the instances just used stay as they are
+        (instances_a, outputs_a), (instances_b, outputs_b) = ends
+        return outputs_a == outputs_b and not state_differences(instances_a, instances_b)
 
     # ------------------------------------------------------------------ extras
 

@@ -11,7 +11,8 @@ from the disjoint held-out vocabulary (`seetjax.envs.generated.vocab`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from seetjax.envs import bfcl
 from seetjax.envs.bfcl_data import CATEGORIES, BfclTask
@@ -86,3 +87,16 @@ def task_source(kind: str, seed: int = 0, min_turns: int = 1, max_turns: int = 4
                             calls_per_turn=calls_per_turn, classes=classes,
                             distractor_classes=distractor_classes, state_size=state_size)
     return TaskSource(kind, seed, difficulty, names)
+
+
+def parse_categories(text: str) -> tuple[str, ...]:
+    """The categories of a comma-separated list (`data.categories`)."""
+    return tuple(c.strip() for c in text.split(",") if c.strip())
+
+
+def load_run_tasks(data: Mapping[str, Any], split: str, per_category: int | None
+                   ) -> list[BfclTask]:
+    """BFCL's task loader in the environment registry: the tasks of `split` under a run config's
+    `data` section (`source`, `categories`, `generated`)."""
+    source = task_source(data["source"], **data["generated"])
+    return source.load(split, parse_categories(data["categories"]), per_category)

@@ -1,10 +1,12 @@
-"""One BFCL episode under SEET: the policy's replies in, the next tokens to append out.
+"""One episode of any `ToolEnv` under SEET: the policy's replies in, the next tokens to append out.
 
 Per reply: stage-2 interception (a call departing from the turn's ground truth is not executed and
 a corrective hint is shown), then the environment step, then the fast loop (a failed step may be
 retried within the stage's budget and probability; the decision is taken before the retry is
 counted), then the augmented environment's hint and the stage marker on error feedback. Turn
-verdicts, executed calls and every reply are logged for rewards, anchors and the slow loop.
+verdicts, executed calls and every reply are logged for rewards, anchors and the slow loop. Each
+mechanism applies where the environment has the capability it needs
+(`seetjax.envs.capabilities`); BFCL has them all.
 """
 
 from __future__ import annotations
@@ -12,14 +14,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from seetjax.envs.base import EpisodeTrace, StepCode, StepResult
-from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
-from seetjax.envs.bfcl_data import BfclTask
-from seetjax.eval.bfcl_checker import state_differences
+from seetjax.envs.base import EpisodeTrace, StepCode, StepResult, ToolEnv
+from seetjax.envs.capabilities import GroundTruth, Hints, ReadsCalls, Rewindable
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rewards import RewardConfig, assigned_rewards, progress_reward
 from seetjax.rollout.chat import Conversation
@@ -27,7 +26,6 @@ from seetjax.sampling import Completion
 from seetjax.seet.anchors import state_key
 from seetjax.seet.config import StageConfig
 from seetjax.seet.curriculum import grant_retry
-from seetjax.seet.hints import step_hint
 from seetjax.seet.interception import intercept
 from seetjax.seet.records import StepView
 from seetjax.tools.calls import ParseError, ToolCall
@@ -80,17 +78,17 @@ class TurnLog:
 
 
 class Episode:
-    """A task, one sample of it, its environment and conversation."""
+    """A task, one sample of it, its environment (fresh, of the task's kind) and conversation."""
 
-    def __init__(self, task: BfclTask, sample: int, tokenizer: Tokenizer, env_config: BfclEnvConfig,
+    def __init__(self, task: Any, sample: int, tokenizer: Tokenizer, env: ToolEnv,
                  stage: StageConfig, progress: float, limits: EpisodeLimits, seed: int):
         self.task, self.sample, self.stage, self.progress = task, sample, stage, progress
         self.limits = limits
         self.tokenizer = tokenizer
         self.rng = random.Random(seed)
-        # Format errors end a turn only when no retry is granted: the decision is per reply.
-        self.env = BfclEnv(dataclasses.replace(env_config, format_error_ends_turn=False))
+        self.env = env
         opening = self.env.reset(task)
+        self.task_id = self.env.trace().task_id
         self.conversation = Conversation(tokenizer, opening, self.env.tools)
         self.executed: list[ToolCall] = []
         # The conversation segment of the reply each environment step read (aligned with
@@ -107,7 +105,8 @@ class Episode:
 
     @property
     def call_format(self) -> str:
-        return self.env.config.resolved_call_format
+        """How the environment writes calls (anchors render theirs so); python unless it says."""
+        return self.env.call_format if isinstance(self.env, ReadsCalls) else "python"
 
     def reply_budget(self) -> int:
         """Tokens the next reply may have under the reply, turn and episode caps (the episode
@@ -124,7 +123,7 @@ class Episode:
             return self.on_reply(completion)
         except Exception as e:  # noqa: BLE001 - one episode must not end the run
             logger.warning("episode %s (sample %d) ended by an error in its reply handling",
-                           self.task.id, self.sample, exc_info=True)
+                           self.task_id, self.sample, exc_info=True)
             self.fail(f"{type(e).__name__}: {e}")
             return None
 
@@ -143,21 +142,20 @@ class Episode:
         stopped = completion.finish_reason == "stop"
         first = len(self.conversation.segments)
         text = self.conversation.add_reply(completion.tokens, completion.logprobs, stopped)
-        parsed = self.env.config.parse_calls(text, self.env.schemas)
-        calls = [] if isinstance(parsed, ParseError) else list(parsed)
-        view = StepView(first, tuple(completion.tokens), tuple(calls),
-                        well_formed=stopped and not isinstance(parsed, ParseError))
+        parsed = self.env.parse_calls(text) if isinstance(self.env, ReadsCalls) else None
 
-        if (self.stage.interception and not isinstance(parsed, ParseError)
+        if (self.stage.interception and isinstance(parsed, list)
+                and isinstance(self.env, GroundTruth)
                 and log.interceptions < self.stage.interception_budget):
-            blocked = intercept(log.accepted, calls, self.task.ground_truth[self.env.turn],
+            blocked = intercept(log.accepted, parsed, self.env.expected_calls(),
                                 order_free=self.stage.order_free,
                                 reveal_arguments=self.stage.reveal_arguments,
-                                same_outcome=self._same_outcome)
+                                same_outcome=self.env.same_outcome)
             if blocked is not None:
                 log.interceptions += 1
                 log.hints += 1
-                log.replies.append(dataclasses.replace(view, attempt=True, executed=()))
+                log.replies.append(StepView(first, tuple(completion.tokens), tuple(parsed),
+                                            attempt=True, well_formed=stopped, executed=()))
                 feedback = [{"role": "tool", "content": self._feedback("", blocked.hint)}]
                 return self._next(feedback, attempt_from=first)
 
@@ -168,11 +166,17 @@ class Episode:
             granted = self._grant(log)
             result = self._step(text, first, format_error_ends_turn=not granted)
         else:
-            if drop and calls and log.retries < self.stage.retry_budget:
-                snapshot = self.env.snapshot()  # a dropped failure is undone: state matches context
+            # A dropped failure is undone, so the state matches the context (calls unknown
+            # before the step, `parsed` None, may fail).
+            if (drop and parsed != [] and isinstance(self.env, Rewindable)
+                    and log.retries < self.stage.retry_budget):
+                snapshot = self.env.snapshot()
             result = self._step(text, first)
-            # A step that ended the episode (BFCL's step limit) is final: no retry undoes it.
-            if result.code == StepCode.EXECUTION_ERROR and not result.done:
+            # A step that ended its turn (BFCL's step limit ends the episode) is final, and a
+            # dropped attempt whose calls ran is retried only where they can be undone.
+            retryable = result.code == StepCode.FORMAT_ERROR or (
+                result.code == StepCode.EXECUTION_ERROR and (not drop or snapshot is not None))
+            if retryable and not result.turn_ended and not result.done:
                 granted = self._grant(log)
         executed: tuple[ToolCall, ...] = ()
         if granted and snapshot is not None:
@@ -180,11 +184,14 @@ class Episode:
             self.step_replies.pop()
         else:
             executed = self._log_executed(log, result)
-        log.replies.append(dataclasses.replace(view, attempt=granted, executed=executed))
+        log.replies.append(StepView(first, tuple(completion.tokens), result.calls, granted,
+                                    well_formed=stopped and result.code != StepCode.FORMAT_ERROR,
+                                    executed=executed))
 
         observations = list(result.observations)
         if result.code in (StepCode.FORMAT_ERROR, StepCode.EXECUTION_ERROR) and not result.turn_ended:
-            hint = step_hint(result, self.env.executor, self.call_format) if self.stage.augmented else None
+            hint = (self.env.hint(result) if self.stage.augmented and isinstance(self.env, Hints)
+                    else None)
             log.hints += hint is not None
             observations = self._decorate(observations, result, hint)
         if result.verdicts:
@@ -216,18 +223,6 @@ class Episode:
         log.accepted += ran
         return ran
 
-    def _same_outcome(self, a: Sequence[ToolCall], b: Sequence[ToolCall]) -> bool:
-        """Whether running calls `a` and running calls `b` from the current state end in the same
-        API state with the same multiset of outputs (BFCL's turn check); runs both on copies."""
-        snapshot = self.env.snapshot()
-        ends = []
-        for calls in (a, b):
-            outputs = Counter(r.output for r in self.env.executor.execute_all(calls))
-            ends.append((self.env.executor.instances, outputs))
-            self.env.restore(snapshot)  # a fresh copy: the instances just used stay as they are
-        (instances_a, outputs_a), (instances_b, outputs_b) = ends
-        return outputs_a == outputs_b and not state_differences(instances_a, instances_b)
-
     def _decorate(self, observations: list[dict[str, Any]], result: StepResult,
                   hint: str | None) -> list[dict[str, Any]]:
         """Marker and hint on the error messages of a failed step (the last one carries the hint)."""
@@ -254,7 +249,7 @@ class Episode:
                 self.turns.append(log)
             log.passed, log.checked = verdict.passed, verdict.checked
         if not result.done:
-            self.turns.append(TurnLog(self.env.turn, state_key(self.executed)))
+            self.turns.append(TurnLog(result.turn + 1, state_key(self.executed)))
 
     def _end_turn_early(self, reply: int) -> list[dict[str, Any]]:
         """The turn's token budget is spent: the turn ends as if the model had stopped calling
@@ -299,12 +294,13 @@ class Episode:
     def _end_unjudged(self) -> None:
         """Ends the episode; every turn not judged yet fails."""
         self.done = True
+        truth = self.env.trace().ground_truth
         for log in self.turns:
             if log.passed is None:
-                log.passed, log.checked = False, bool(self.task.ground_truth[log.turn])
+                log.passed, log.checked = False, bool(truth[log.turn])
         judged = {t.turn for t in self.turns}
-        self.turns += [TurnLog(t, "", passed=False, checked=bool(self.task.ground_truth[t]))
-                       for t in range(self.task.num_turns) if t not in judged]
+        self.turns += [TurnLog(t, "", passed=False, checked=bool(truth[t]))
+                       for t in range(len(truth)) if t not in judged]
 
     # ---------------------------------------------------------------- results
 

@@ -4,7 +4,8 @@ Every live episode is advanced by one policy call per step (one sampler call for
 each reply is handled by its episode in a thread pool (tool execution, hints, interception);
 finished episodes drop out. Afterwards, verified-correct turns become anchors (peers within each
 task's group, the pool for later steps) and failed turns with an anchor become counterfactual
-records.
+records. Each episode gets a fresh environment of the kind the config's `env` section is (any
+`ToolEnv` in `seetjax.envs.registry`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import jax
 import numpy as np
 
 from seetjax.envs.bfcl import BfclEnvConfig
-from seetjax.envs.bfcl_data import BfclTask
+from seetjax.envs.registry import make_env, spec_of
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rewards import RewardConfig
 from seetjax.rollout.episode import Episode, EpisodeLimits
@@ -105,13 +106,14 @@ class RolloutConfig:
     batch shapes); only the batching and the random draws differ."""
 
     group_size: int = 4
-    env: BfclEnvConfig = BfclEnvConfig(prompt_style="compact")
+    env: Any = BfclEnvConfig(prompt_style="compact")  # a registered environment's section
     limits: EpisodeLimits = EpisodeLimits()
     num_threads: int = 8
     reward: RewardConfig = RewardConfig()  # the reward the episodes are scored with
     decode_chunk: int = 0
 
     def __post_init__(self):
+        spec_of(self.env)  # fails unless a registered environment's section
         if self.decode_chunk < 0:
             raise ValueError(f"RolloutConfig.decode_chunk={self.decode_chunk}: must be >= 0 "
                              "(0: each reply in one call)")
@@ -188,7 +190,7 @@ class RolloutResult:
 
     def group_ids(self) -> np.ndarray:
         index: dict[str, int] = {}
-        return np.asarray([index.setdefault(e.task.id, len(index)) for e in self.episodes],
+        return np.asarray([index.setdefault(e.task_id, len(index)) for e in self.episodes],
                           np.int32)
 
     def stats(self) -> dict[str, float]:
@@ -223,10 +225,10 @@ class Rollout:
         self.pool = pool if pool is not None else AnchorPool()
         self._threads = concurrent.futures.ThreadPoolExecutor(config.num_threads)
 
-    def episodes(self, tasks: Sequence[BfclTask], stage: StageConfig, progress: float,
+    def episodes(self, tasks: Sequence[Any], stage: StageConfig, progress: float,
                  seed: int) -> list[Episode]:
         g = self.config.group_size
-        return [Episode(task, s, self.tokenizer, self.config.env, stage, progress,
+        return [Episode(task, s, self.tokenizer, make_env(self.config.env), stage, progress,
                         self.config.limits, seed=seed * 1_000_003 + i * g + s)
                 for i, task in enumerate(tasks) for s in range(g)]
 
@@ -288,12 +290,12 @@ class Rollout:
                 for log in e.turns:
                     if not log.failed or not log.replies:
                         continue
-                    anchor = choose_anchor((e.task.id, log.turn, log.state_key), peers,
+                    anchor = choose_anchor((e.task_id, log.turn, log.state_key), peers,
                                            self.pool, step, sources)
                     if anchor is None:
                         continue
                     found = records_for_turn(
-                        e.task.id, log.turn, e.sample, stage.stage, log.replies, anchor,
+                        e.task_id, log.turn, e.sample, stage.stage, log.replies, anchor,
                         e.conversation.training_ids, self._renderer(e), self.tokenizer.reply_end_id)
                     used[anchor.source] += bool(found)
                     records += found
@@ -303,7 +305,7 @@ class Rollout:
         self.pool.evict_older_than(step)
         return RolloutResult(list(episodes), records, used, self.config.reward)
 
-    def __call__(self, tasks: Sequence[BfclTask], policy: Policy, stage: StageConfig,
+    def __call__(self, tasks: Sequence[Any], policy: Policy, stage: StageConfig,
                  progress: float, step: int, seed: int) -> RolloutResult:
         episodes = self.episodes(tasks, stage, progress, seed)
         times = self.play(episodes, policy)
@@ -334,7 +336,7 @@ class Rollout:
                     steps.append(AnchorStep(r.calls, r.ids))
                 elif r.ran:
                     steps.append(AnchorStep(r.ran, tuple(render(r.ran)) + (stop,)))
-            out.append(Anchor(episode.task.id, log.turn, log.state_key, tuple(steps),
+            out.append(Anchor(episode.task_id, log.turn, log.state_key, tuple(steps),
                               "induced" if log.interceptions else "historical", step))
         return out
 

@@ -1,0 +1,71 @@
+"""Environments by name: what a run config's `env.name` selects.
+
+An `EnvSpec` names an environment's config section (a frozen dataclass: `config.env` of a run
+config, less `name`), how to make a fresh environment from it (a `ToolEnv`, one per episode) and
+how to load its tasks. A new environment joins with one call, `register(EnvSpec(...))`; the
+rollout finds an environment's spec from its section's type (`make_env`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from seetjax.envs.base import ToolEnv
+from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
+from seetjax.envs.task_source import load_run_tasks
+
+DEFAULT = "bfcl"
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """name: what `env.name` says. config: the section's dataclass. make: section -> a fresh
+    environment. load_tasks: (the run config's `data` section, split, per_category) -> tasks,
+    each one `reset` accepts."""
+
+    name: str
+    config: type
+    make: Callable[[Any], ToolEnv]
+    load_tasks: Callable[[Mapping[str, Any], str, int | None], list[Any]]
+
+
+_SPECS: dict[str, EnvSpec] = {}
+
+
+def register(spec: EnvSpec) -> EnvSpec:
+    """Adds `spec`; its name and its section class must be new."""
+    if spec.name in _SPECS:
+        raise ValueError(f"environment {spec.name!r} is already registered")
+    if any(s.config is spec.config for s in _SPECS.values()):
+        raise ValueError(f"{spec.config.__name__} is already another environment's section")
+    _SPECS[spec.name] = spec
+    return spec
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_SPECS)
+
+
+def spec(name: str) -> EnvSpec:
+    if name not in _SPECS:
+        raise ValueError(f"unknown environment {name!r}; one of {names()}")
+    return _SPECS[name]
+
+
+def spec_of(config: Any) -> EnvSpec:
+    """The spec whose section `config` is."""
+    for s in _SPECS.values():
+        if type(config) is s.config:
+            return s
+    raise TypeError(f"{type(config).__name__} is no registered environment's section; the "
+                    f"sections are {[s.config.__name__ for s in _SPECS.values()]}")
+
+
+def make_env(config: Any) -> ToolEnv:
+    """A fresh environment of the section `config`."""
+    return spec_of(config).make(config)
+
+
+register(EnvSpec(DEFAULT, BfclEnvConfig, BfclEnv, load_run_tasks))
