@@ -13,9 +13,9 @@ the keyword arguments its `eval` of each rendered string would pass (tuples stay
 become strings, `{}` fails, a dict whose values are all dicts is rendered as a call). Where bfcl_eval
 would compute or run something of the model's (a binary expression while decoding, a nested call
 in the rendered string), the answer is a `ParseError` that says so: nothing here is ever evaluated.
-Values keep the bounds of `seetjax.tools.calls` (a bounded value that bfcl_eval would pass on is a
-`ParseError` here). Text bfcl_eval cannot decode is a `ParseError`, except text that attempts no
-call (prose), which is `[]`: bfcl_eval ends the turn on either, and so does the environment.
+Values keep the bounds of `seetjax.tools.tool_call` (a bounded value that bfcl_eval would pass on
+is a `ParseError` here). Text bfcl_eval cannot decode is a `ParseError`, except text that attempts
+no call (prose), which is `[]`: bfcl_eval ends the turn on either, and so does the environment.
 
 For single-turn entries bfcl_eval stops before rendering (`default_decode_ast_prompting`) and
 judges the decoded values: `decode_official_ast` gives those (same steps, same refusals to
@@ -28,22 +28,16 @@ import ast
 from collections.abc import Mapping
 from typing import Any
 
-from seetjax.tools.calls import (
-    _PY_CALL_ANYWHERE,
-    _PY_CALL_START,
-    MAX_CONTAINER_ITEMS,
-    MAX_MESSAGE_CHARS,
-    MAX_STRING_CHARS,
-    MAX_VALUE_DEPTH,
+from seetjax.tools.calls import _PY_CALL_ANYWHERE, _PY_CALL_START, MAX_MESSAGE_CHARS, _literal
+from seetjax.tools.parsing import (
     ParamNames,
     ParseError,
-    ToolCall,
-    _literal,
-    _message_body,
-    _Reject,
-    _scalar_problem,
-    _short,
+    Reject,
+    message_body,
+    scalar_problem,
+    short_error,
 )
+from seetjax.tools.tool_call import MAX_CONTAINER_ITEMS, MAX_STRING_CHARS, MAX_VALUE_DEPTH, ToolCall
 
 FORMAT = "official"
 # What `repr` writes for the values bfcl_eval passes on: anything else in a rendered argument is
@@ -52,11 +46,11 @@ _LITERAL_NODES = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.UnaryOp, ast.
 _EXCERPT = 80
 
 
-class _Evaluates(_Reject):
+class _Evaluates(Reject):
     """bfcl_eval would compute or run part of the model's text here."""
 
 
-class _Unsupported(_Reject):
+class _Unsupported(Reject):
     """bfcl_eval's decoder raises here (the message is a decode failure there too)."""
 
 
@@ -89,12 +83,12 @@ def _guarded(text: str, max_chars: int, rendered: bool) -> list[ToolCall] | Pars
         return ParseError(f"message too long ({len(text)} characters; limit {max_chars})", FORMAT)
     try:
         return _decode(text, rendered)
-    except _Reject as e:
+    except Reject as e:
         if isinstance(e, _Evaluates) or _attempts_call(text):
             return ParseError(e.message, FORMAT)
         return []  # prose: bfcl_eval fails to decode it and ends the turn, as on no call
     except (RecursionError, MemoryError, ValueError, TypeError, OverflowError) as e:
-        return ParseError(f"cannot decode the message: {_short(e)}", FORMAT)
+        return ParseError(f"cannot decode the message: {short_error(e)}", FORMAT)
 
 
 def is_evaluation_error(error: ParseError) -> bool:
@@ -162,7 +156,7 @@ class _Nested(dict):
 def _resolve(node: ast.AST | None, depth: int) -> Any:
     """bfcl_eval's `resolve_ast_by_type`, minus its `eval`s."""
     if depth > MAX_VALUE_DEPTH + 1:
-        raise _Reject(f"value nested deeper than {MAX_VALUE_DEPTH} levels")
+        raise Reject(f"value nested deeper than {MAX_VALUE_DEPTH} levels")
     if isinstance(node, ast.Constant):
         return "..." if node.value is Ellipsis else _scalar(node.value)
     if isinstance(node, ast.UnaryOp):
@@ -177,7 +171,7 @@ def _resolve(node: ast.AST | None, depth: int) -> Any:
     if isinstance(node, (ast.List, ast.Tuple, ast.Dict)):
         items = len(node.keys if isinstance(node, ast.Dict) else node.elts)
         if items > MAX_CONTAINER_ITEMS:
-            raise _Reject(f"a value with {items} items (limit {MAX_CONTAINER_ITEMS})")
+            raise Reject(f"a value with {items} items (limit {MAX_CONTAINER_ITEMS})")
     if isinstance(node, ast.List):
         return [_resolve(e, depth + 1) for e in node.elts]
     if isinstance(node, ast.Dict):
@@ -221,10 +215,10 @@ def _plain(value: Any) -> Any:
 
 def _scalar(value: Any) -> Any:
     if isinstance(value, (bytes, complex)):
-        raise _Reject(f"a {type(value).__name__} constant is not a JSON-like literal")
-    problem = _scalar_problem(value)
+        raise Reject(f"a {type(value).__name__} constant is not a JSON-like literal")
+    problem = scalar_problem(value)
     if problem is not None:
-        raise _Reject(problem)
+        raise Reject(problem)
     return value
 
 
@@ -249,7 +243,7 @@ def _executed_call(name: str, args: dict[Any, Any]) -> ToolCall:
     for key, value in args.items():
         rendered = _render(value)
         if len(rendered) > 4 * MAX_STRING_CHARS:
-            raise _Reject(f"an argument of {len(rendered)} characters")
+            raise Reject(f"an argument of {len(rendered)} characters")
         try:
             node = ast.parse(rendered, mode="eval").body
         except SyntaxError:
@@ -269,7 +263,7 @@ def _executed_call(name: str, args: dict[Any, Any]) -> ToolCall:
 
 def _attempts_call(text: str) -> bool:
     """calls.py's test for a message that attempts python-format calls at all."""
-    for body in (_message_body(text)[0], text.strip("`\n ").strip()):
+    for body in (message_body(text)[0], text.strip("`\n ").strip()):
         unwrapped = body.lstrip("'\"( \t")  # quoted or parenthesised calls are attempts too
         if (_PY_CALL_START.match(unwrapped) or _PY_CALL_ANYWHERE.search(body)
                 or (body.startswith("[") and body.endswith("]"))):
@@ -280,7 +274,7 @@ def _attempts_call(text: str) -> bool:
 def _unparse(node: ast.AST) -> str:
     text = ast.unparse(node)
     if len(text) > MAX_STRING_CHARS:
-        raise _Reject(f"a string of {len(text)} characters (limit {MAX_STRING_CHARS})")
+        raise Reject(f"a string of {len(text)} characters (limit {MAX_STRING_CHARS})")
     return text
 
 

@@ -14,11 +14,10 @@ from seetjax.tools.calls import (
     MAX_VALUE_DEPTH,
     ParseError,
     ToolCall,
-    parse_hermes_calls,
-    parse_json_calls,
     parse_python_calls,
     parse_tool_calls,
 )
+from seetjax.tools.json_calls import parse_hermes_calls, parse_json_calls
 from seetjax.tools.schema import ToolSchema
 
 FS = {s.name: s for s in class_schemas("GorillaFileSystem")}

@@ -10,14 +10,8 @@ import time
 import pytest
 
 from seetjax.envs.bfcl_data import load_tasks
-from seetjax.tools.calls import (
-    MAX_CONTAINER_ITEMS,
-    MAX_INT_DIGITS,
-    MAX_STRING_CHARS,
-    ParseError,
-    ToolCall,
-    parse_tool_calls,
-)
+from seetjax.tools.calls import ParseError, ToolCall, parse_tool_calls
+from seetjax.tools.tool_call import MAX_CONTAINER_ITEMS, MAX_INT_DIGITS, MAX_STRING_CHARS
 
 SCHEMAS = load_tasks("base")[0].schemas
 PY_PAYLOADS = [
