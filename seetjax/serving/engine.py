@@ -14,12 +14,14 @@ seeded request gives the same text whoever else is in the batch. Greedy rows tak
 the same logits as `Sampler.generate`, so greedy output is token-identical to the sampler run on
 the prompt alone (tested).
 
-Prefix reuse: prompts and finished conversations (prompt + reply, as cached) are kept in an LRU
-under a token budget; a new prompt sharing at least `min_prefix_tokens` with one of them copies
-that cached row and prefills only the rest (exact up to float rounding). A multi-turn client
-(tool results appended to the previous reply) so re-encodes only what is new.
+Prefix reuse: a new prompt sharing at least `min_prefix_tokens` with a cached prompt or finished
+conversation prefills only the rest (`prefix_cache.py`).
 
 A bounded queue: `submit` raises `QueueFullError` when `max_queue` requests are waiting.
+
+Here: the scheduler (admission, rows, the decode thread). Requests, events and outputs are in
+`requests.py`, the jitted programs in `decode.py`, the release of text and stop strings in
+`release.py`.
 """
 
 from __future__ import annotations
@@ -29,11 +31,10 @@ import dataclasses
 import functools
 import logging
 import os
-import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -42,348 +43,32 @@ import numpy as np
 from flax import nnx
 
 from seetjax.models.tokenizer import Tokenizer
-from seetjax.models.transformer import KVCache, Transformer
-from seetjax.sampling.next_token import inverse_cdf_sample
-from seetjax.sampling.sampler import DecodeState, Sampler, SequenceBatch, bucket
+from seetjax.models.transformer import Transformer
+from seetjax.sampling.sampler import Sampler, SequenceBatch, bucket
+from seetjax.serving.decode import (
+    decode_chunk,
+    insert_rows,
+    pad_rows,
+    resize_slots,
+    take_row,
+    take_rows,
+)
+from seetjax.serving.prefix_cache import PrefixCache
+from seetjax.serving.release import release
+from seetjax.serving.requests import (
+    MAX_TOP_LOGPROBS,
+    ChoiceOutput,
+    ChoiceState,
+    EngineStoppedError,
+    Event,
+    GenerationParams,
+    QueueFullError,
+    RequestHandle,
+    RequestOutput,
+    RequestState,
+)
 
 logger = logging.getLogger(__name__)
-
-Array = jax.Array
-MAX_TOP_LOGPROBS = 20  # OpenAI's bound on top_logprobs
-
-
-class QueueFullError(RuntimeError):
-    """The engine's queue is full; try again after `retry_after` seconds."""
-
-    def __init__(self, message: str, retry_after: float):
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class EngineStoppedError(RuntimeError):
-    """The engine was stopped (or failed) before the request finished."""
-
-
-@dataclasses.dataclass(frozen=True)
-class GenerationParams:
-    """What one request asks for. temperature 0 is greedy; top_k 0 and top_p 1 disable those
-    filters; `stop` strings end a choice (not included in its text); `seed` None draws one;
-    `ignore_eos` decodes past the stop tokens (fixed-length outputs, for benchmarks)."""
-
-    max_tokens: int = 256
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    n: int = 1
-    stop: tuple[str, ...] = ()
-    seed: int | None = None
-    top_logprobs: int = 0
-    ignore_eos: bool = False  # decode to max_tokens whatever the model says (benchmarks)
-
-    def __post_init__(self):
-        # Field-named errors: the HTTP layer validates first, but the engine is also a library.
-        checks = [("max_tokens", self.max_tokens >= 1, ">= 1"),
-                  ("temperature", self.temperature >= 0, ">= 0"),
-                  ("top_p", 0 < self.top_p <= 1, "in (0, 1]"),
-                  ("top_k", self.top_k >= 0, ">= 0"),
-                  ("n", self.n >= 1, ">= 1"),
-                  ("top_logprobs", 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS,
-                   f"in [0, {MAX_TOP_LOGPROBS}]"),
-                  ("stop", all(isinstance(s, str) and s for s in self.stop),
-                   "non-empty strings")]
-        for name, ok, rule in checks:
-            if not ok:
-                raise ValueError(f"GenerationParams.{name}={getattr(self, name)!r} must be {rule}")
-
-
-@dataclasses.dataclass(frozen=True)
-class TokenEvent:
-    """New output of one choice: released text, the new token ids with their logprobs (under
-    softmax(logits / temperature); softmax(logits) when greedy) and top alternatives;
-    `finish_reason` ('stop' or 'length') on a choice's last event."""
-
-    index: int
-    text: str
-    token_ids: tuple[int, ...]
-    logprobs: tuple[float, ...]
-    top_logprobs: tuple[tuple[tuple[int, float], ...], ...]
-    finish_reason: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class ErrorEvent:
-    """The request failed (engine stopped or a device error); no more events follow."""
-
-    message: str
-
-
-@dataclasses.dataclass(frozen=True)
-class ChoiceOutput:
-    index: int
-    text: str
-    token_ids: list[int]
-    logprobs: list[float]
-    top_logprobs: list[list[tuple[int, float]]]
-    finish_reason: str
-
-
-@dataclasses.dataclass(frozen=True)
-class RequestOutput:
-    """A finished request: its choices, prompt size and how much of the prompt was reused."""
-
-    request_id: str
-    prompt_tokens: int
-    cached_tokens: int
-    choices: list[ChoiceOutput]
-
-    @property
-    def completion_tokens(self) -> int:
-        return sum(len(c.token_ids) for c in self.choices)
-
-
-@dataclasses.dataclass(frozen=True)
-class RequestDone:
-    """The last event of a request that finished: its whole output."""
-
-    output: RequestOutput
-
-
-Event = TokenEvent | ErrorEvent | RequestDone
-
-
-class RequestHandle:
-    """A submitted request. Events go to `on_event` when one was given (called on the engine's
-    thread: keep it short), else into a queue read by `events()` / `result()`."""
-
-    def __init__(self, request_id: str, prompt: Sequence[int], params: GenerationParams,
-                 on_event: Callable[[Event], None] | None):
-        self.request_id = request_id
-        self.prompt = list(prompt)
-        self.params = params
-        self._on_event = on_event
-        self._queue: queue.SimpleQueue[Event | None] = queue.SimpleQueue()
-        self._cancelled = threading.Event()
-        self._finished = threading.Event()
-        self.output: RequestOutput | None = None
-        self.error: str | None = None
-        self.submitted = time.monotonic()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled.is_set()
-
-    @property
-    def done(self) -> bool:
-        return self._finished.is_set()
-
-    def cancel(self) -> None:
-        """Stops the request: its rows are freed before the next decode chunk."""
-        self._cancelled.set()
-
-    def events(self, timeout: float | None = None) -> Iterator[Event]:
-        """Events until the request ends (only without `on_event`)."""
-        while True:
-            event = self._queue.get(timeout=timeout)
-            if event is None:
-                return
-            yield event
-
-    def result(self, timeout: float | None = None) -> RequestOutput:
-        """Blocks until the request is done; raises EngineStoppedError if it failed."""
-        if not self._finished.wait(timeout):
-            raise TimeoutError(f"request {self.request_id} not done after {timeout}s")
-        if self.output is None:
-            raise EngineStoppedError(self.error or "request cancelled")
-        return self.output
-
-    # -- called by the engine thread
-    def _emit(self, event: Event) -> None:
-        if self._on_event is not None:
-            self._on_event(event)
-        else:
-            self._queue.put(event)
-
-    def _finish(self, output: RequestOutput | None, error: str | None = None) -> None:
-        self.output, self.error = output, error
-        self._finished.set()
-        self._emit(RequestDone(output) if output is not None else ErrorEvent(error or "failed"))
-        if self._on_event is None:
-            self._queue.put(None)
-
-
-class _Choice:
-    """One choice of a request, decoding in one cache row."""
-
-    def __init__(self, request: _Request, index: int, key: np.ndarray):
-        self.request, self.index, self.key = request, index, key
-        self.tokens: list[int] = []
-        self.logprobs: list[float] = []
-        self.tops: list[list[tuple[int, float]]] = []
-        self.released = ""  # text already handed out
-        self.sent_tokens = 0  # tokens already handed out
-        self.finish: str | None = None
-        self.text = ""
-
-    @property
-    def length(self) -> int:
-        """Tokens in this row's cache: the prompt and every sampled token."""
-        return len(self.request.handle.prompt) + len(self.tokens)
-
-
-class _Request:
-    def __init__(self, handle: RequestHandle, seed: int):
-        self.handle, self.seed = handle, seed
-        self.choices: list[_Choice] = []  # made on admission, on the engine's thread
-        self.cached_tokens = 0
-        self.admitted = 0.0
-
-    def make_choices(self) -> None:
-        # The keys are device computations: made here, not on the submitting (HTTP) thread.
-        self.choices = [_Choice(self, i, _choice_key(self.seed, i))
-                        for i in range(self.handle.params.n)]
-
-
-def _choice_key(seed: int, index: int) -> np.ndarray:
-    """The raw key of choice `index` of a request with `seed` (any integer: 64 bits are used)."""
-    seed %= 1 << 64
-    key = jax.random.fold_in(jax.random.key(seed & 0xFFFFFFFF), seed >> 32)
-    return np.asarray(jax.random.key_data(jax.random.fold_in(key, index)), np.uint32)
-
-
-# ---------------------------------------------------------------------------------------------
-# jitted pieces (all take and return the sampler's DecodeState)
-
-
-def _sample_rows(logits: Array, keys: Array, temperature: Array, top_p: Array, top_k: Array,
-                 num_top: int) -> tuple[Array, Array, Array, Array]:
-    """One token per row with per-row settings. Returns tokens [B], their logprobs [B] (under
-    softmax(logits / T), softmax(logits) for greedy rows, as `sample_next_token`) and the top
-    `num_top` (ids, logprobs) [B, num_top]."""
-    logits = logits.astype(jnp.float32)
-    greedy = temperature <= 0
-    scaled = logits / jnp.where(greedy, 1.0, temperature)[:, None]
-    logprobs = jax.nn.log_softmax(scaled, axis=-1)
-
-    def truncate(x):
-        # Per-row top-k and nucleus filters (Holtzman et al. 2020), as `_truncate` in
-        # next_token.py with per-row thresholds; the most likely token always survives.
-        neg_inf = jnp.finfo(x.dtype).min
-        ordered = jnp.sort(x, axis=-1)[:, ::-1]
-        kth = jnp.take_along_axis(ordered, jnp.maximum(top_k - 1, 0)[:, None], axis=-1)
-        x = jnp.where((top_k[:, None] > 0) & (x < kth), neg_inf, x)
-        ordered = jnp.where((top_k[:, None] > 0) & (ordered < kth), neg_inf, ordered)
-        probs = jax.nn.softmax(ordered, axis=-1)
-        mass_before = jnp.cumsum(probs, axis=-1) - probs
-        kept = mass_before < top_p[:, None]
-        threshold = jnp.min(jnp.where(kept, ordered, jnp.inf), axis=-1, keepdims=True)
-        return jnp.where((top_p[:, None] < 1.0) & (x < threshold), neg_inf, x)
-
-    # Sorting the vocabulary every step costs; only batches with a filtered row pay it.
-    filtered = jax.lax.cond(jnp.any(~greedy & ((top_p < 1.0) | (top_k > 0))), truncate,
-                            lambda x: x, scaled)
-    uniforms = jax.vmap(lambda k: jax.random.uniform(jax.random.wrap_key_data(k)))(keys)
-    drawn = inverse_cdf_sample(filtered, uniforms)
-    tokens = jnp.where(greedy, jnp.argmax(logits, axis=-1), drawn).astype(jnp.int32)
-    chosen = jnp.take_along_axis(logprobs, tokens[:, None], axis=-1)[:, 0]
-    if num_top:
-        top_lps, top_ids = jax.lax.top_k(logprobs, num_top)
-    else:
-        top_lps = jnp.zeros((logits.shape[0], 0), jnp.float32)
-        top_ids = jnp.zeros((logits.shape[0], 0), jnp.int32)
-    return tokens, chosen, top_ids.astype(jnp.int32), top_lps
-
-
-def _advance(model: Transformer, state: DecodeState, token: Array, live: Array) -> DecodeState:
-    """Appends one token per live row (the sampler's decode step: the sampled token enters the
-    cache, so the cache always holds every token of the row)."""
-    positions = state.cache.lengths[:, None]
-    hidden, cache = model.hidden_states(token[:, None], positions, live[:, None].astype(jnp.int32),
-                                        state.cache)
-    logits = model.logits(hidden[:, 0])
-    return DecodeState(cache=cache, logits=jnp.where(live[:, None], logits, state.logits))
-
-
-def _decode_chunk(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState, keys: Array,
-                  generated: Array, budget: Array, stop_ids: Array, temperature: Array,
-                  top_p: Array, top_k: Array, *, num_steps: int, num_top: int, pad_id: int):
-    """Up to `num_steps` tokens per row; row b takes at most budget[b] and stops at a stop id."""
-    model = nnx.merge(graphdef, params)
-    batch = budget.shape[0]
-
-    def cond(carry):
-        step, _, done, *_ = carry
-        return (step < num_steps) & ~jnp.all(done)
-
-    def body(carry):
-        step, state, done, count, stopped, tokens, logprobs, top_ids, top_lps = carry
-        # The key of a row's i-th generated token depends on nothing else in the batch.
-        step_keys = jax.vmap(lambda k, i: jax.random.key_data(jax.random.fold_in(
-            jax.random.wrap_key_data(k), i)))(keys, generated + count)
-        token, logprob, tids, tlps = _sample_rows(state.logits, step_keys, temperature, top_p,
-                                                  top_k, num_top)
-        live = ~done
-        token = jnp.where(live, token, pad_id)
-        tokens = tokens.at[:, step].set(token)
-        logprobs = logprobs.at[:, step].set(jnp.where(live, logprob, 0.0))
-        top_ids = top_ids.at[:, step].set(tids)
-        top_lps = top_lps.at[:, step].set(tlps)
-        count = count + live
-        hit_stop = live & jnp.any(token[:, None] == stop_ids, axis=1)
-        state = _advance(model, state, token, live)
-        done = done | hit_stop | (count >= budget)
-        return step + 1, state, done, count, stopped | hit_stop, tokens, logprobs, top_ids, top_lps
-
-    zeros = jnp.zeros((batch,), jnp.int32)
-    carry = (jnp.int32(0), state, budget <= 0, zeros, zeros.astype(bool),
-             jnp.full((batch, num_steps), pad_id, jnp.int32),
-             jnp.zeros((batch, num_steps), jnp.float32),
-             jnp.zeros((batch, num_steps, num_top), jnp.int32),
-             jnp.zeros((batch, num_steps, num_top), jnp.float32))
-    _, state, _, count, stopped, tokens, logprobs, top_ids, top_lps = jax.lax.while_loop(
-        cond, body, carry)
-    return state, tokens, logprobs, top_ids, top_lps, count, stopped
-
-
-def _resize_slots(state: DecodeState, slots: int) -> DecodeState:
-    """The cache with `slots` slots per row (padded with zeros, or cut: callers only cut slots
-    no live row uses)."""
-    return state.replace(cache=state.cache.resize(slots))
-
-
-def _insert_rows(big: DecodeState, small: DecodeState, src: Array, dst: Array) -> DecodeState:
-    """big's rows dst[i] = small's rows src[i] (dst out of range: dropped, for padding)."""
-    small_cache = small.cache.resize(big.cache.slots)
-
-    def put(b, s):
-        return b.at[dst].set(s[src], mode="drop")
-
-    cache = KVCache(keys=tuple(map(put, big.cache.keys, small_cache.keys)),
-                    values=tuple(map(put, big.cache.values, small_cache.values)),
-                    lengths=big.cache.lengths.at[dst].set(small.cache.lengths[src], mode="drop"))
-    return DecodeState(cache=cache, logits=big.logits.at[dst].set(small.logits[src], mode="drop"))
-
-
-def _take_row(state: DecodeState, row: Array) -> DecodeState:
-    return jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, row, 1, axis=0), state)
-
-
-def _take_rows(state: DecodeState, rows: Array) -> DecodeState:
-    return jax.tree.map(lambda x: x[rows], state)
-
-
-def _pad_rows(state: DecodeState, rows: int) -> DecodeState:
-    """`rows` rows: the state's, then empty ones (zero cache, length 0)."""
-    return jax.tree.map(lambda x: jnp.pad(x, [(0, rows - x.shape[0])] + [(0, 0)] * (x.ndim - 1)),
-                        state)
-
-
-def _truncate_to(state: DecodeState, length: Array) -> DecodeState:
-    """Every row keeps only its first `length` cached tokens (the rest is masked from then on)."""
-    return state.replace(cache=state.cache.replace(
-        lengths=jnp.minimum(state.cache.lengths, length)))
-
-
-# ---------------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass
@@ -425,30 +110,27 @@ class Engine:
         self.max_batch, self.max_queue, self.chunk_steps = max_batch, max_queue, chunk_steps
         self.max_context = min(max_context or model.config.max_position_embeddings,
                                model.config.max_position_embeddings)
-        self.prefix_cache_tokens, self.min_prefix_tokens = prefix_cache_tokens, min_prefix_tokens
         self.batching = batching
         self.stop_ids = list(tokenizer.stop_ids)
         self.stats = EngineStats()
+        self.prefixes = PrefixCache(self.sampler, prefix_cache_tokens, min_prefix_tokens)
 
         graphdef = nnx.graphdef(model)
         pad_id = self.sampler.pad_id
-        self._decode = jax.jit(functools.partial(_decode_chunk, graphdef, pad_id=pad_id),
+        self._decode = jax.jit(functools.partial(decode_chunk, graphdef, pad_id=pad_id),
                                static_argnames=("num_steps", "num_top"), donate_argnums=(1,))
         # Not donated: a resized cache has another shape, so XLA could not reuse the buffers.
-        self._resize = jax.jit(_resize_slots, static_argnums=(1,))
-        self._insert = jax.jit(_insert_rows, donate_argnums=(0,))
-        self._take_row = jax.jit(_take_row)
-        self._take_rows = jax.jit(_take_rows)
-        self._pad_rows = jax.jit(_pad_rows, static_argnums=(1,))
-        self._truncate = jax.jit(_truncate_to, donate_argnums=(0,))
+        self._resize = jax.jit(resize_slots, static_argnums=(1,))
+        self._insert = jax.jit(insert_rows, donate_argnums=(0,))
+        self._take_row = jax.jit(take_row)
+        self._take_rows = jax.jit(take_rows)
+        self._pad_rows = jax.jit(pad_rows, static_argnums=(1,))
 
         # Rows held on device: a power of two that grows as requests join and shrinks as they
         # leave (each decode step computes every held row, live or not).
         self._state = self.sampler.empty(1).state
-        self._rows: list[_Choice | None] = [None]
-        self._queue: collections.deque[_Request] = collections.deque()
-        self._prefixes: collections.OrderedDict[tuple[int, ...], tuple[np.ndarray, SequenceBatch]] = (
-            collections.OrderedDict())
+        self._rows: list[ChoiceState | None] = [None]
+        self._queue: collections.deque[RequestState] = collections.deque()
         self._lock = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -519,7 +201,7 @@ class Engine:
             self._ids += 1
             handle = RequestHandle(f"req-{self._ids}", prompt, params, on_event)
             seed = params.seed if params.seed is not None else self._seeds.getrandbits(63)
-            self._queue.append(_Request(handle, seed))
+            self._queue.append(RequestState(handle, seed))
             self.stats.requests += 1
             self._lock.notify_all()
         return handle
@@ -586,7 +268,7 @@ class Engine:
             request.admitted = time.monotonic()
             try:
                 request.make_choices()
-                seqs, reused = self._prefill(prompt)
+                seqs, reused = self.prefixes.prefill(self.params, prompt)
             except Exception as e:  # noqa: BLE001 - this prompt failed (too big?); not the batch
                 logger.exception("engine: prefill of %s failed", request.handle.request_id)
                 request.handle._finish(None, f"prefill failed: {type(e).__name__}: {e}")
@@ -633,46 +315,6 @@ class Engine:
         index[:len(live)] = live
         self._state = self._take_rows(self._state, jnp.asarray(index))
         self._rows = [self._rows[i] for i in live] + [None] * (rows - len(live))
-
-    def _prefill(self, prompt: list[int]) -> tuple[SequenceBatch, int]:
-        """The prompt's cached row, reusing the longest cached prefix; returns (row, reused)."""
-        best, best_key = 0, None
-        query = np.asarray(prompt, np.int32)
-        for key, (tokens, _) in self._prefixes.items():
-            m = min(len(tokens), len(query) - 1)  # at least one token left to compute logits
-            if m <= best:
-                continue
-            same = tokens[:m] == query[:m]
-            common = m if same.all() else int(same.argmin())
-            if common > best:
-                best, best_key = common, key
-        if best_key is not None and best >= self.min_prefix_tokens:
-            self._prefixes.move_to_end(best_key)
-            cached = self._prefixes[best_key][1]
-            copy = self.sampler.select(cached, [0])  # extend consumes its input: keep the entry
-            copy = SequenceBatch(self._truncate(copy.state, jnp.int32(best)), 1)
-            seqs = self.sampler.extend(self.params, copy, [prompt[best:]])
-            reused = best
-        else:
-            seqs = self.sampler.prefill(self.params, [prompt])
-            reused = 0
-        self._remember(prompt, seqs)
-        return seqs, reused
-
-    def _remember(self, tokens: Sequence[int], seqs: SequenceBatch) -> None:
-        """Keeps a cached row for prefix reuse (LRU under the token budget)."""
-        if self.prefix_cache_tokens <= 0:
-            return
-        key = tuple(tokens)
-        self._prefixes[key] = (np.asarray(tokens, np.int32), seqs)
-        self._prefixes.move_to_end(key)
-        # An entry that is a prefix of the new one is covered by it.
-        for other in [k for k in self._prefixes if k != key and len(k) < len(key)
-                      and key[:len(k)] == k]:
-            del self._prefixes[other]
-        while (sum(e[1].state.cache.slots for e in self._prefixes.values())
-               > self.prefix_cache_tokens and len(self._prefixes) > 1):
-            self._prefixes.popitem(last=False)
 
     def _fit_slots(self, needed: int) -> None:
         """Grows the batch's cache to hold `needed` slots per row, or shrinks it when every live
@@ -733,61 +375,22 @@ class Engine:
                 choice.finish = "stop"
             elif len(choice.tokens) >= choice.request.handle.params.max_tokens:
                 choice.finish = "length"
-            self._release(choice)
+            release(choice, self.tokenizer)
             if choice.finish is not None:
                 self._rows[row] = None
                 self._finish_choice(choice, row)
 
-    # ------------------------------------------------------------------ text and finishing
+    # ------------------------------------------------------------------ finishing
 
-    def _release(self, choice: _Choice) -> None:
-        """Emits the text that is final: the stop token is not text; a stop string ends the
-        choice there; text that may be the start of a stop string, or an incomplete UTF-8
-        character, waits for the next chunk."""
-        params = choice.request.handle.params
-        body = choice.tokens[:-1] if choice.finish == "stop" else choice.tokens
-        text = self.tokenizer.decode(body)
-        keep = len(choice.tokens)
-        cut = _find_stop(text, params.stop, max(0, len(choice.released) - _longest(params.stop)))
-        if cut is not None:
-            text, choice.finish = text[:cut], "stop"
-            keep = self._tokens_for(body, cut)
-        if choice.finish is None:
-            end = len(text) - _held_back(text, params.stop)
-            text = text[:max(end, len(choice.released))]
-        delta = text[len(choice.released):]
-        new = slice(choice.sent_tokens, max(keep, choice.sent_tokens))
-        if choice.finish is not None:
-            choice.tokens, choice.logprobs = choice.tokens[:keep], choice.logprobs[:keep]
-            choice.tops = choice.tops[:keep]
-            choice.text = text
-        if delta or new.stop > new.start or choice.finish is not None:
-            choice.request.handle._emit(TokenEvent(
-                choice.index, delta, tuple(choice.tokens[new]), tuple(choice.logprobs[new]),
-                tuple(tuple(t) for t in choice.tops[new]), choice.finish))
-        choice.released = text
-        choice.sent_tokens = max(keep, choice.sent_tokens)
-
-    def _tokens_for(self, ids: list[int], chars: int) -> int:
-        """The fewest leading tokens whose text reaches `chars` characters (binary search)."""
-        lo, hi = 0, len(ids)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if len(self.tokenizer.decode(ids[:mid])) >= chars:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
-
-    def _finish_choice(self, choice: _Choice, row: int) -> None:
+    def _finish_choice(self, choice: ChoiceState, row: int) -> None:
         request = choice.request
-        if choice.index == 0 and self.prefix_cache_tokens > 0:
+        if choice.index == 0 and self.prefixes.max_tokens > 0:
             # The whole conversation as cached (prompt + reply): a client's next turn, its
             # tool results appended, reuses all of it.
             state = self._take_row(self._state, jnp.int32(row))
             cached = request.handle.prompt + choice.tokens
-            if len(cached) >= self.min_prefix_tokens:
-                self._remember(cached, SequenceBatch(state, 1))
+            if len(cached) >= self.prefixes.min_tokens:
+                self.prefixes.remember(cached, SequenceBatch(state, 1))
         if all(c.finish is not None for c in request.choices):
             output = RequestOutput(
                 request.handle.request_id, len(request.handle.prompt), request.cached_tokens,
@@ -813,24 +416,3 @@ class Engine:
             request.handle._finish(None, message)
         self._fail_active(message)
 
-
-def _longest(stop: Sequence[str]) -> int:
-    return max((len(s) for s in stop), default=0)
-
-
-def _find_stop(text: str, stop: Sequence[str], start: int) -> int | None:
-    """Where the first stop string begins in text[start:], or None."""
-    found = [i for s in stop if (i := text.find(s, start)) >= 0]
-    return min(found) if found else None
-
-
-def _held_back(text: str, stop: Sequence[str]) -> int:
-    """How many trailing characters must wait: a partial UTF-8 character (decoded as U+FFFD) or
-    a suffix that begins a stop string."""
-    hold = len(text) - len(text.rstrip("\ufffd"))
-    for s in stop:
-        for k in range(min(len(s) - 1, len(text)), 0, -1):
-            if text.endswith(s[:k]):
-                hold = max(hold, k)
-                break
-    return hold

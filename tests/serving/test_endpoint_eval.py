@@ -19,7 +19,7 @@ from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import Rollout, RolloutConfig, SamplerPolicy
 from seetjax.sampling import SamplingParams
 from seetjax.serving.client import EndpointConfig, EndpointPolicy, reply_text
-from seetjax.serving.engine import GenerationParams
+from seetjax.serving.requests import GenerationParams
 from tests.serving.servinglib import MODEL_NAME
 
 ROOT = Path(__file__).resolve().parents[2]

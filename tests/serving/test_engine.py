@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from seetjax.serving.engine import (
-    Engine,
+from seetjax.serving.engine import Engine
+from seetjax.serving.requests import (
     EngineStoppedError,
     GenerationParams,
     QueueFullError,
@@ -102,7 +102,7 @@ def test_prefix_reuse_computes_only_the_new_tokens(engine, tokenizer):
     engine.generate(first, GREEDY, timeout=120)
     out = engine.generate(second, GREEDY, timeout=120)
     shared = next(i for i, (a, b) in enumerate(zip(first, second)) if a != b)
-    assert out.cached_tokens >= shared > engine.min_prefix_tokens
+    assert out.cached_tokens >= shared > engine.prefixes.min_tokens
     ref = greedy_alone(engine.sampler, engine.params, second, GREEDY.max_tokens,
                        tokenizer.stop_ids)
     assert out.choices[0].token_ids == ref.tokens

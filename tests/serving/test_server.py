@@ -250,7 +250,7 @@ def test_unknown_paths_and_methods_and_large_bodies(server, client):
 
 
 def test_a_full_queue_answers_429_with_retry_after(server, client, engine, tokenizer):
-    from seetjax.serving.engine import GenerationParams
+    from seetjax.serving.requests import GenerationParams
     filler = GenerationParams(max_tokens=400, temperature=0.0, ignore_eos=True)
     prompt = tokenizer.chat_ids(_message("fill"), add_generation_prompt=True)
     handles = [engine.submit(prompt, filler) for _ in range(engine.max_batch)]

@@ -15,16 +15,6 @@ from starlette.concurrency import run_in_threadpool
 
 from seetjax.serving.app import Server, ServerDep, require_api_key
 from seetjax.serving.chat import ContentStream, Prompt
-from seetjax.serving.engine import (
-    EngineStoppedError,
-    ErrorEvent,
-    Event,
-    GenerationParams,
-    QueueFullError,
-    RequestDone,
-    RequestHandle,
-    RequestOutput,
-)
 from seetjax.serving.errors import APIError, error_body
 from seetjax.serving.protocol import (
     ChatCompletion,
@@ -40,6 +30,16 @@ from seetjax.serving.protocol import (
     ToolCallDelta,
     ToolCallOut,
     Usage,
+)
+from seetjax.serving.requests import (
+    EngineStoppedError,
+    ErrorEvent,
+    Event,
+    GenerationParams,
+    QueueFullError,
+    RequestDone,
+    RequestHandle,
+    RequestOutput,
 )
 
 router = APIRouter(prefix="/v1", tags=["chat"], dependencies=[Depends(require_api_key)])

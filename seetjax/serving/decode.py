@@ -1,0 +1,145 @@
+"""The engine's jitted programs, all on the sampler's `DecodeState`: the decode chunk (per-row
+sampling settings and keys, so rows of different requests share one program) and the row and slot
+surgery between chunks (insert, take, pad, resize, truncate).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from seetjax.models.transformer import KVCache, Transformer
+from seetjax.sampling.next_token import inverse_cdf_sample
+from seetjax.sampling.sampler import DecodeState
+
+Array = jax.Array
+
+
+def _sample_rows(logits: Array, keys: Array, temperature: Array, top_p: Array, top_k: Array,
+                 num_top: int) -> tuple[Array, Array, Array, Array]:
+    """One token per row with per-row settings. Returns tokens [B], their logprobs [B] (under
+    softmax(logits / T), softmax(logits) for greedy rows, as `sample_next_token`) and the top
+    `num_top` (ids, logprobs) [B, num_top]."""
+    logits = logits.astype(jnp.float32)
+    greedy = temperature <= 0
+    scaled = logits / jnp.where(greedy, 1.0, temperature)[:, None]
+    logprobs = jax.nn.log_softmax(scaled, axis=-1)
+
+    def truncate(x):
+        # Per-row top-k and nucleus filters (Holtzman et al. 2020), as `_truncate` in
+        # next_token.py with per-row thresholds; the most likely token always survives.
+        neg_inf = jnp.finfo(x.dtype).min
+        ordered = jnp.sort(x, axis=-1)[:, ::-1]
+        kth = jnp.take_along_axis(ordered, jnp.maximum(top_k - 1, 0)[:, None], axis=-1)
+        x = jnp.where((top_k[:, None] > 0) & (x < kth), neg_inf, x)
+        ordered = jnp.where((top_k[:, None] > 0) & (ordered < kth), neg_inf, ordered)
+        probs = jax.nn.softmax(ordered, axis=-1)
+        mass_before = jnp.cumsum(probs, axis=-1) - probs
+        kept = mass_before < top_p[:, None]
+        threshold = jnp.min(jnp.where(kept, ordered, jnp.inf), axis=-1, keepdims=True)
+        return jnp.where((top_p[:, None] < 1.0) & (x < threshold), neg_inf, x)
+
+    # Sorting the vocabulary every step costs; only batches with a filtered row pay it.
+    filtered = jax.lax.cond(jnp.any(~greedy & ((top_p < 1.0) | (top_k > 0))), truncate,
+                            lambda x: x, scaled)
+    uniforms = jax.vmap(lambda k: jax.random.uniform(jax.random.wrap_key_data(k)))(keys)
+    drawn = inverse_cdf_sample(filtered, uniforms)
+    tokens = jnp.where(greedy, jnp.argmax(logits, axis=-1), drawn).astype(jnp.int32)
+    chosen = jnp.take_along_axis(logprobs, tokens[:, None], axis=-1)[:, 0]
+    if num_top:
+        top_lps, top_ids = jax.lax.top_k(logprobs, num_top)
+    else:
+        top_lps = jnp.zeros((logits.shape[0], 0), jnp.float32)
+        top_ids = jnp.zeros((logits.shape[0], 0), jnp.int32)
+    return tokens, chosen, top_ids.astype(jnp.int32), top_lps
+
+
+def _advance(model: Transformer, state: DecodeState, token: Array, live: Array) -> DecodeState:
+    """Appends one token per live row (the sampler's decode step: the sampled token enters the
+    cache, so the cache always holds every token of the row)."""
+    positions = state.cache.lengths[:, None]
+    hidden, cache = model.hidden_states(token[:, None], positions, live[:, None].astype(jnp.int32),
+                                        state.cache)
+    logits = model.logits(hidden[:, 0])
+    return DecodeState(cache=cache, logits=jnp.where(live[:, None], logits, state.logits))
+
+
+def decode_chunk(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState, keys: Array,
+                  generated: Array, budget: Array, stop_ids: Array, temperature: Array,
+                  top_p: Array, top_k: Array, *, num_steps: int, num_top: int, pad_id: int):
+    """Up to `num_steps` tokens per row; row b takes at most budget[b] and stops at a stop id."""
+    model = nnx.merge(graphdef, params)
+    batch = budget.shape[0]
+
+    def cond(carry):
+        step, _, done, *_ = carry
+        return (step < num_steps) & ~jnp.all(done)
+
+    def body(carry):
+        step, state, done, count, stopped, tokens, logprobs, top_ids, top_lps = carry
+        # The key of a row's i-th generated token depends on nothing else in the batch.
+        step_keys = jax.vmap(lambda k, i: jax.random.key_data(jax.random.fold_in(
+            jax.random.wrap_key_data(k), i)))(keys, generated + count)
+        token, logprob, tids, tlps = _sample_rows(state.logits, step_keys, temperature, top_p,
+                                                  top_k, num_top)
+        live = ~done
+        token = jnp.where(live, token, pad_id)
+        tokens = tokens.at[:, step].set(token)
+        logprobs = logprobs.at[:, step].set(jnp.where(live, logprob, 0.0))
+        top_ids = top_ids.at[:, step].set(tids)
+        top_lps = top_lps.at[:, step].set(tlps)
+        count = count + live
+        hit_stop = live & jnp.any(token[:, None] == stop_ids, axis=1)
+        state = _advance(model, state, token, live)
+        done = done | hit_stop | (count >= budget)
+        return step + 1, state, done, count, stopped | hit_stop, tokens, logprobs, top_ids, top_lps
+
+    zeros = jnp.zeros((batch,), jnp.int32)
+    carry = (jnp.int32(0), state, budget <= 0, zeros, zeros.astype(bool),
+             jnp.full((batch, num_steps), pad_id, jnp.int32),
+             jnp.zeros((batch, num_steps), jnp.float32),
+             jnp.zeros((batch, num_steps, num_top), jnp.int32),
+             jnp.zeros((batch, num_steps, num_top), jnp.float32))
+    _, state, _, count, stopped, tokens, logprobs, top_ids, top_lps = jax.lax.while_loop(
+        cond, body, carry)
+    return state, tokens, logprobs, top_ids, top_lps, count, stopped
+
+
+def resize_slots(state: DecodeState, slots: int) -> DecodeState:
+    """The cache with `slots` slots per row (padded with zeros, or cut: callers only cut slots
+    no live row uses)."""
+    return state.replace(cache=state.cache.resize(slots))
+
+
+def insert_rows(big: DecodeState, small: DecodeState, src: Array, dst: Array) -> DecodeState:
+    """big's rows dst[i] = small's rows src[i] (dst out of range: dropped, for padding)."""
+    small_cache = small.cache.resize(big.cache.slots)
+
+    def put(b, s):
+        return b.at[dst].set(s[src], mode="drop")
+
+    cache = KVCache(keys=tuple(map(put, big.cache.keys, small_cache.keys)),
+                    values=tuple(map(put, big.cache.values, small_cache.values)),
+                    lengths=big.cache.lengths.at[dst].set(small.cache.lengths[src], mode="drop"))
+    return DecodeState(cache=cache, logits=big.logits.at[dst].set(small.logits[src], mode="drop"))
+
+
+def take_row(state: DecodeState, row: Array) -> DecodeState:
+    return jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, row, 1, axis=0), state)
+
+
+def take_rows(state: DecodeState, rows: Array) -> DecodeState:
+    return jax.tree.map(lambda x: x[rows], state)
+
+
+def pad_rows(state: DecodeState, rows: int) -> DecodeState:
+    """`rows` rows: the state's, then empty ones (zero cache, length 0)."""
+    return jax.tree.map(lambda x: jnp.pad(x, [(0, rows - x.shape[0])] + [(0, 0)] * (x.ndim - 1)),
+                        state)
+
+
+def truncate_to(state: DecodeState, length: Array) -> DecodeState:
+    """Every row keeps only its first `length` cached tokens (the rest is masked from then on)."""
+    return state.replace(cache=state.cache.replace(
+        lengths=jnp.minimum(state.cache.lengths, length)))
