@@ -188,9 +188,8 @@ class QASearchEnv:
     def __init__(self, retriever: PassageRetriever, config: QASearchConfig | None = None):
         self.config = config or QASearchConfig()
         self.retriever = retriever
-        docs = tool_docs(self.config)
-        self._docs = docs
-        self._schemas = {d["name"]: ToolSchema.from_doc(d) for d in docs}
+        self._docs = tool_docs(self.config)
+        self._schemas = {d["name"]: ToolSchema.from_doc(d) for d in self._docs}
         self._system = system_prompt(self.config)
         self._task: QATask | None = None
         self.done = False

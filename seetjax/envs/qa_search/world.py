@@ -155,8 +155,8 @@ class World:
 
     def __init__(self, config: WorldConfig | None = None):
         self.config = config or WorldConfig()
-        self._capacity_syllables = max(3, _syllables_needed(self._names_needed))
-        capacity = len(_SYLLABLES) ** self._capacity_syllables
+        self._name_length = max(3, _syllables_needed(self._names_needed))
+        capacity = len(_SYLLABLES) ** self._name_length
         rng = random.Random(f"{self.config.seed}:names")
         self._multiplier = rng.randrange(1, capacity)
         while math.gcd(self._multiplier, len(_SYLLABLES)) != 1:
@@ -174,7 +174,7 @@ class World:
         """The core word of name number `number` (distinct numbers, distinct words)."""
         code = (self._multiplier * number + self._offset) % self._capacity
         syllables = []
-        for _ in range(self._capacity_syllables):
+        for _ in range(self._name_length):
             code, digit = divmod(code, len(_SYLLABLES))
             syllables.append(_SYLLABLES[digit])
         return "".join(syllables).capitalize()
