@@ -17,9 +17,10 @@ from typing import Any, TypeVar
 
 import ml_collections
 
-from seetjax.envs.bfcl import DECODINGS, BfclEnvConfig
+from seetjax.envs import registry
+from seetjax.envs.bfcl import DECODINGS
 from seetjax.envs.bfcl_data import CATEGORIES
-from seetjax.envs.task_source import TaskSource, task_source
+from seetjax.envs.task_source import TaskSource, parse_categories, task_source
 from seetjax.learner.config import LearnerConfig, learner_config
 from seetjax.models.hf import LOAD_FIELDS, load_options
 from seetjax.models.lora import ALL_PROJECTIONS
@@ -97,6 +98,18 @@ def source_of(data: ml_collections.ConfigDict) -> TaskSource:
     return field("data.generated", lambda: task_source(data.source, **data.generated.to_dict()))
 
 
+def env_of(config: ml_collections.ConfigDict) -> Any:
+    """The environment section of a run config: `env.name` (default "bfcl") picks the registered
+    environment (`seetjax.envs.registry`), the rest of `env` is its section's fields."""
+    if "env" not in config:
+        raise ValueError("config.env: missing; a run config needs its environment's section "
+                         f"(env.name, one of {registry.names()}, and its fields)")
+    values = config.env.to_dict()
+    name = values.pop("name", registry.DEFAULT)
+    spec = field("env.name", lambda: registry.spec(name))
+    return as_dataclass(spec.config, values, "env")
+
+
 def default_config() -> ml_collections.ConfigDict:
     """Every field of a training run, with defaults; `configs/*.py` start from it. See the
     README's config reference."""
@@ -111,9 +124,11 @@ def default_config() -> ml_collections.ConfigDict:
                                             categories=",".join(CATEGORIES),
                                             tasks_per_category=0, tasks_per_step=8,
                                             generated=generated_section()))
+    # `name`: the environment (seetjax.envs.registry); the rest, its section's fields: here
     # BfclEnvConfig; tool_retrieval "bm25" or "dense" offers each turn its top-k tools among the
     # task's and `tool_retrieval_distractors` library ones (seetjax.envs.tool_retrieval).
-    c.env = ml_collections.ConfigDict(dict(prompt_style="compact", compact_description_chars=80,
+    c.env = ml_collections.ConfigDict(dict(name=registry.DEFAULT, prompt_style="compact",
+                                           compact_description_chars=80,
                                            max_steps_per_turn=20, tool_retrieval="off",
                                            tool_retrieval_k=10, tool_retrieval_distractors=100,
                                            tool_retrieval_encoder=""))
@@ -195,7 +210,7 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
         raise ValueError("config.model.path: this config needs an HF checkpoint directory")
     field("model", lambda: load_options(config.model))
     _check_counts(config)
-    categories = tuple(c.strip() for c in config.data.categories.split(",") if c.strip())
+    categories = parse_categories(config.data.categories)
     for c in categories:
         if c not in CATEGORIES:
             raise ValueError(f"config.data.categories: {c!r} is not one of {CATEGORIES}")
@@ -209,7 +224,7 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
         field("eval.per_category", lambda s=s: source.check(s, config.eval.per_category))
 
     learner = field("learner", lambda: learner_config(config.learner.to_dict()))
-    env = as_dataclass(BfclEnvConfig, config.env.to_dict(), "env")
+    env = env_of(config)
     limits = as_dataclass(EpisodeLimits, config.limits.to_dict(), "limits")
     rollout = as_dataclass(RolloutConfig, config.rollout.to_dict(), "rollout", env=env,
                            limits=limits, reward=reward_of(config))

@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from seetjax import sharding
 from seetjax.base_model import resolve_model_path
+from seetjax.envs import registry
 from seetjax.envs.bfcl_data import BfclTask
 from seetjax.eval.evaluate import EVAL_STAGE, markdown
 from seetjax.eval.milestones import Milestone, evaluate_milestone
@@ -79,11 +80,10 @@ class TrainRun:
     def run(self) -> dict[str, Any]:
         start = time.perf_counter()
         base = resolve_model_path(self.config.model.path)
-        source = self.plan.source
-        self.tasks = local_shard(source.load(self.config.data.split, self.plan.categories,
-                                             self.config.data.tasks_per_category or None))
-        self.split_tasks = {s: local_shard(source.load(s, self.plan.categories,
-                                                       self.config.eval.per_category or None))
+        load, data = registry.spec_of(self.plan.rollout.env).load_tasks, self.config.data.to_dict()
+        self.tasks = local_shard(load(data, self.config.data.split,
+                                      self.config.data.tasks_per_category or None))
+        self.split_tasks = {s: local_shard(load(data, s, self.config.eval.per_category or None))
                             for s in self.plan.eval_splits}
         # SFT keeps the tokenizer: one evaluation rollout serves every milestone.
         tokenizer = Tokenizer.from_pretrained(base)
@@ -220,7 +220,7 @@ class TrainRun:
             self._save()
         return metrics
 
-    def _tasks_for(self, step: int) -> list[BfclTask]:
+    def _tasks_for(self, step: int) -> list[Any]:
         """This process's tasks of `step`: epochs over a seeded permutation, a pure function of
         the step (nothing to checkpoint)."""
         n, k = len(self.tasks), self.config.data.tasks_per_step // jax.process_count()
