@@ -103,7 +103,8 @@ class EpisodeTrace:
 
 
 class ToolEnv(Protocol):
-    """A multi-turn tool-use environment (see the module docstring)."""
+    """A multi-turn tool-use environment (see the module docstring): the rollout's only view of
+    one. What SEET's mechanics need beyond it is optional, `seetjax.envs.capabilities`."""
 
     def reset(self, task: Any) -> list[Message]:
         """Starts an episode on `task`; returns its opening messages."""
