@@ -8,6 +8,10 @@ every distinct set of present optional fields) compiles the learner's step once.
 Alignment: every per-token array is aligned with `tokens`. Entry t belongs to token t, which the
 model predicts from tokens [0, t) of its segment, so t = 0 (and every segment start) never carries
 a loss. Padding is segment id 0.
+
+Packing: rows may carry a `Packing`, the same rows' tokens laid several to a row for the model
+pass only (`seetjax.learner.packing`); every per-token and per-row array, and every loss, stays in
+the row layout above, the model's outputs being gathered back into it (`Packing.unpack`).
 """
 
 from __future__ import annotations
@@ -32,12 +36,14 @@ class TokenSequences:
                                 (one trajectory per row uses 1; packed SFT rows use 1, 2, ...)
     loss_mask:   [N, T] f32    1.0 on tokens the policy generated (or, for SFT, the targets),
                                 0.0 on prompts, tool outputs, hints and padding
+    packing:     optional `Packing` of these rows: the model runs on it instead
     """
 
     tokens: Array
     positions: Array
     segment_ids: Array
     loss_mask: Array
+    packing: Packing | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -62,6 +68,34 @@ class TokenSequences:
             segments[i, :len(row)] = 1
             masks[i, :len(row)] = mask
         return cls(tokens=out_tokens, positions=positions, segment_ids=segments, loss_mask=masks)
+
+
+@struct.dataclass
+class Packing:
+    """The tokens of N rows [N, T] packed into R <= N rows [R, L] for the model pass: each row's
+    content copied verbatim (positions kept, segment ids shifted past the ones already in its
+    packed row), so causal same-segment attention gives every token the hidden state it has in
+    its own row.
+
+    rows:  TokenSequences [R, L]  the packed rows (loss_mask carried along, unused by the model)
+    index: [N, T] int32           for each token of the N rows whose model output is read (t >= 1
+                                  and not padding), its flat slot r * L + l in `rows`; elsewhere
+                                  R * L, a slot whose outputs are 0 (as `shift_right` gives t = 0)
+
+    Split into chunks by rows, `rows` and `index` stay consistent when every chunk's rows are
+    packed into that chunk's packed rows and `index` counts slots within the chunk (the packer
+    guarantees it for the learner's chunking).
+    """
+
+    rows: TokenSequences
+    index: Array
+
+    def unpack(self, values: Array) -> Array:
+        """Per-slot values [R, L, ...] of the packed rows -> [N, T, ...] in the row layout:
+        out[n, t] = values.flat[index[n, t]], and 0 where index is R * L."""
+        flat = values.reshape(-1, *values.shape[2:])
+        flat = jnp.concatenate([flat, jnp.zeros_like(flat[:1])])
+        return flat[self.index]
 
 
 @struct.dataclass

@@ -74,7 +74,9 @@ class LearnerConfig:
     batch); micro_batches: gradient-accumulation steps per update; temperature: the sampler's (the
     learner scores tokens under softmax(logits / temperature)); logprob_chunk: sequence chunk of
     the LM head (0: whole rows); mesh: (data, fsdp, tensor) sizes, one may be -1; lora: adapters
-    instead of full fine-tuning; peak_flops_per_device: for MFU (0: looked up by device kind)."""
+    instead of full fine-tuning; peak_flops_per_device: for MFU (0: looked up by device kind);
+    pack_rows: the model runs over the rows packed several to a row (`seetjax.learner.packing`;
+    losses, gradients and log-probs equal the unpacked ones up to float rounding)."""
 
     losses: tuple[LossTerm, ...]
     advantage: str | None = None
@@ -87,6 +89,7 @@ class LearnerConfig:
     mesh: tuple[int, int, int] = (-1, 1, 1)
     lora: LoRAConfig | None = None
     peak_flops_per_device: float = 0.0
+    pack_rows: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "losses", tuple(self.losses))
@@ -111,6 +114,8 @@ class LearnerConfig:
                              "sampler's temperature; greedy rollouts are scored at 1.0)")
         if self.logprob_chunk < 0:
             raise ValueError(f"LearnerConfig.logprob_chunk={self.logprob_chunk}: must be >= 0")
+        if not isinstance(self.pack_rows, bool):
+            raise ValueError(f"LearnerConfig.pack_rows={self.pack_rows!r}: must be True or False")
         if len(self.mesh) != 3 or self.mesh.count(-1) > 1:
             raise ValueError(f"LearnerConfig.mesh={self.mesh}: (data, fsdp, tensor), at most one -1")
         policy = self.term("policy_gradient")
@@ -178,7 +183,8 @@ def learner_config(spec: Mapping[str, Any]) -> LearnerConfig:
     overrides of its estimator's config; value, value_weight: PPO's value term;
     counterfactual_weight (lambda_cf, 0 = off), counterfactual: the SEET counterfactual term;
     optimizer: OptimizerConfig fields; lora: LoRAConfig fields (rank 0 = off); mesh: {data, fsdp,
-    tensor}; and mini_batches, micro_batches, temperature, logprob_chunk, peak_flops_per_device.
+    tensor}; and mini_batches, micro_batches, temperature, logprob_chunk, peak_flops_per_device,
+    pack_rows.
     """
     spec = dict(spec)
     algorithm = spec.pop("algorithm", "grpo")

@@ -26,12 +26,15 @@ class Outputs(NamedTuple):
 def sequence_outputs(graphdef: nnx.GraphDef, states: tuple[nnx.State, ...], seqs: TokenSequences,
                      *, temperature: float = 1.0, chunk: int = 0, entropy: bool = False,
                      values: bool = False) -> Outputs:
-    """One forward pass of the model `nnx.merge(graphdef, *states)` over `seqs`."""
+    """One forward pass of the model `nnx.merge(graphdef, *states)` over `seqs`: over its packed
+    rows when it has a `Packing`, the outputs then gathered back into the layout of `seqs`."""
     model = nnx.merge(graphdef, *states)
-    hidden, _ = model.hidden_states(seqs.tokens, seqs.positions, seqs.segment_ids)
-    stats = sequence_token_stats(hidden, seqs.tokens, model.logits, temperature, chunk, entropy)
+    rows = seqs if seqs.packing is None else seqs.packing.rows
+    hidden, _ = model.hidden_states(rows.tokens, rows.positions, rows.segment_ids)
+    stats = sequence_token_stats(hidden, rows.tokens, model.logits, temperature, chunk, entropy)
     value = shift_right(model.values(hidden)) if values else None
-    return Outputs(stats.logprobs, stats.entropy, stats.mean_logprobs, value)
+    out = Outputs(stats.logprobs, stats.entropy, stats.mean_logprobs, value)
+    return out if seqs.packing is None else jax.tree.map(seqs.packing.unpack, out)
 
 
 def masked_sums(logprobs: Array, mask: Array) -> Array:

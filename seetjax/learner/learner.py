@@ -5,7 +5,9 @@
     sampler_params = learner.sampling_params(state)        # for seetjax.sampling.Sampler
 
 `step` is the jitted function itself (state donated: keep the returned one); a batch of the same
-shapes and fields never recompiles it (`compile_count`).
+shapes and fields never recompiles it (`compile_count`). With `config.pack_rows` the rows are
+packed on the host first (`seetjax.learner.packing`): the packed row count is bucketed, so a few
+shapes per row count compile.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from jax.sharding import Mesh
 
 from seetjax import sharding
 from seetjax.batch import TokenSequences, TrajectoryBatch
+from seetjax.learner import packing
 from seetjax.learner import sharding as learner_sharding
 from seetjax.learner.config import LearnerConfig
 from seetjax.learner.forward import sequence_outputs
@@ -60,19 +63,18 @@ class Learner:
     def step(self, state: TrainState, batch: TrajectoryBatch) -> tuple[TrainState, dict]:
         """One batch of updates (jitted). `batch` holds this process's rows (the whole batch in
         a single-process run), as numpy or jax arrays."""
-        validate_batch(batch, self.config, self.batch_divisor)
-        return self._step(state, self.place(batch))
+        return self._step(state, self.place(self.ready(batch)))
 
     def update(self, state: TrainState, batch: TrajectoryBatch) -> tuple[TrainState, dict]:
         """`step`, waited for, with metrics as floats plus tokens_per_s and mfu (when the device
         peak is known) over the step's wall time."""
         start = time.perf_counter()
-        state, metrics = self.step(state, batch)
+        batch = self.ready(batch)
+        state, metrics = self._step(state, self.place(batch))
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
         seconds = time.perf_counter() - start
         width = max(s.tokens.shape[1] for s in _row_sets(batch))
-        slots = sum(s.tokens.size for s in _row_sets(batch)) * jax.process_count()
-        metrics.update(step_seconds=seconds, padding_share=1.0 - metrics["tokens"] / slots,
+        metrics.update(step_seconds=seconds, **padding_shares(batch, metrics["tokens"]),
                        **throughput(
             metrics["tokens"], metrics["flop_tokens"], seconds, self.model_config, width,
             self.mesh.devices.size, self.peak_flops))
@@ -81,8 +83,21 @@ class Learner:
     def gradients(self, state: TrainState, batch: TrajectoryBatch) -> tuple[nnx.State, dict]:
         """The gradients (and metrics) of the first update `step` would make, without making
         it: for analysis and for checking layouts and accumulation against each other."""
+        return self._gradients(state, self.place(self.ready(batch)))
+
+    def ready(self, batch: TrajectoryBatch) -> TrajectoryBatch:
+        """`batch` validated and, with `config.pack_rows`, packed for the chunks and devices of
+        this learner's step (`packing.pack_batch`)."""
         validate_batch(batch, self.config, self.batch_divisor)
-        return self._gradients(state, self.place(batch))
+        if not self.config.pack_rows:
+            return batch
+        chunks = self.config.mini_batches * self.config.micro_batches
+        return packing.pack_batch(batch, chunks, self.local_batch_devices)
+
+    @property
+    def local_batch_devices(self) -> int:
+        """This process's share of the devices the batch axis is split over."""
+        return max(1, sharding.batch_multiple(self.mesh, self.rules) // jax.process_count())
 
     @property
     def batch_divisor(self) -> int:
@@ -101,7 +116,10 @@ class Learner:
                                 chunk=self.config.logprob_chunk).logprobs
 
     def logprobs(self, state: TrainState, seqs: TokenSequences) -> jax.Array:
-        """[N, T] log-probs of every token as the loss terms see them (entry t: token t)."""
+        """[N, T] log-probs of every token as the loss terms see them (entry t: token t; through
+        packed rows with `config.pack_rows`, as in the update, and 0 on padding then)."""
+        if self.config.pack_rows:
+            seqs = packing.pack_rows(seqs)
         return self._logprobs(state.params, state.frozen, self.place(seqs))
 
     def model(self, state: TrainState) -> Transformer:
@@ -145,6 +163,18 @@ def _row_sets(batch: TrajectoryBatch) -> list[TokenSequences]:
     if batch.pairs is not None:
         rows += [batch.pairs.chosen, batch.pairs.rejected]
     return [r for r in rows if r is not None]
+
+
+def padding_shares(batch: TrajectoryBatch, tokens: float) -> dict[str, float]:
+    """Padding's share of the token slots of `batch` with `tokens` real ones: padding_share of
+    the rows the model ran over (the packed rows, when packed), padding_share_unpacked of one
+    sequence per row."""
+    def share(rows: list[TokenSequences]) -> float:
+        return 1.0 - tokens / (sum(r.tokens.size for r in rows) * jax.process_count())
+
+    rows = _row_sets(batch)
+    return {"padding_share": share([r if r.packing is None else r.packing.rows for r in rows]),
+            "padding_share_unpacked": share(rows)}
 
 
 def validate_batch(batch: TrajectoryBatch, config: LearnerConfig, divisor: int) -> None:

@@ -1,0 +1,209 @@
+"""Packed rows (`learner.pack_rows`): the packer's layout, and for every algorithm the same loss,
+metrics and gradients as one trajectory per row."""
+
+import jax
+import numpy as np
+import pytest
+from learner_testlib import PARITY_CONFIG, flat_arrays, make_learner, rl_batch, sequences, tiny_model
+
+from seetjax import losses
+from seetjax.batch import Packing, target_mask
+from seetjax.learner import ALGORITHMS, learner_config
+from seetjax.learner.packing import (
+    bucket_rows,
+    first_fit_decreasing,
+    pack_batch,
+    pack_rows,
+    row_groups,
+    row_lengths,
+)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_model(num_layers=1)
+
+
+@pytest.fixture(scope="module")
+def value_model():
+    return tiny_model(num_layers=1, value_head=True)
+
+
+def test_first_fit_decreasing_and_buckets():
+    assert first_fit_decreasing([3, 0, 5, 2, 5, 4], 8) == [[2, 0], [4, 3], [5]]
+    assert [bucket_rows(n, 100) for n in range(1, 14)] == [1, 2, 3, 4, 6, 6, 8, 8, 12, 12, 12,
+                                                           12, 16]
+    assert bucket_rows(7, 7) == 7 and bucket_rows(0, 4) == 1
+    # few shapes, hence few compilations: 1, 2, 3, 4, 6, 8, ..., 48, 64
+    assert len({bucket_rows(n, 64) for n in range(65)}) == 12
+
+
+@pytest.mark.parametrize("chunks,devices", [(1, 1), (2, 2), (4, 1)])
+def test_packed_rows_hold_every_row_in_its_own_chunk_and_device_block(chunks, devices):
+    """Each row's tokens (positions kept) sit in a packed row of its own (chunk, device block)
+    group, alone in their segments; split into chunks as `RowChunks` splits them, each chunk's
+    `index` reads its own rows' tokens back out of its own packed rows."""
+    rng = np.random.RandomState(0)
+    seqs = sequences(rng, 16, 24, padding_rows=2)
+    packed = pack_rows(seqs, chunks, devices)
+    rows, index = packed.packing.rows, packed.packing.index
+    n, width = seqs.shape
+    assert rows.shape[1] == width and rows.shape[0] < n
+    assert rows.shape[0] % (chunks * devices) == 0
+    tokens, segs = np.asarray(seqs.tokens), np.asarray(seqs.segment_ids)
+    lengths = row_lengths(segs)
+    zero = rows.shape[0] // chunks * width
+    read = (np.arange(width)[None] >= 1) & (segs != 0)
+    assert np.all(index[~read] == zero) and np.all(index[read] < zero)
+    assert rows.segment_ids.astype(bool).sum() == lengths.sum()  # every real token once
+    row_group, packed_group = row_groups(n, chunks, devices), row_groups(len(rows.tokens),
+                                                                         chunks, devices)
+    owners = {}
+    for i in np.flatnonzero(lengths > 1):
+        local = index[i, 1] // width  # the packed row, counted within the chunk
+        j = local * chunks + i % chunks
+        assert packed_group[j] == row_group[i]
+        start = index[i, 1] % width - 1
+        span = slice(start, start + lengths[i])
+        np.testing.assert_array_equal(rows.tokens[j, span], tokens[i, :lengths[i]])
+        np.testing.assert_array_equal(rows.positions[j, span], seqs.positions[i, :lengths[i]])
+        np.testing.assert_array_equal(rows.loss_mask[j, span], seqs.loss_mask[i, :lengths[i]])
+        segment = int(rows.segment_ids[j, start])
+        assert (j, segment) not in owners and np.all(rows.segment_ids[j, span] == segment)
+        owners[j, segment] = i
+    for c in range(chunks):
+        chunk = Packing(rows=rows.replace(tokens=rows.tokens[c::chunks]), index=index[c::chunks])
+        got = np.asarray(chunk.unpack(rows.tokens[c::chunks]))
+        np.testing.assert_array_equal(got, np.where(read[c::chunks], tokens[c::chunks], 0))
+
+
+def test_packing_is_deterministic():
+    batch = rl_batch(seed=3, rows=16, pairs=8)
+    first, second = pack_batch(batch, 2, 2), pack_batch(batch, 2, 2)
+    a, b = flat_arrays(first), flat_arrays(second)
+    assert a.keys() == b.keys() and any("packing" in k for k in a)
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def _widened(batch, width=48):
+    """The batch with its rows right-padded to `width`, as a rollout pads episodes to the run's
+    row length (so that they pack)."""
+    def pad(x):
+        return np.pad(np.asarray(x), ((0, 0), (0, width - np.shape(x)[1])))
+
+    seqs = lambda s: s.replace(**{f: pad(getattr(s, f)) for f in  # noqa: E731
+                                  ("tokens", "positions", "segment_ids", "loss_mask")})
+    return batch.replace(sequences=seqs(batch.sequences), old_logprobs=pad(batch.old_logprobs),
+                         pairs=batch.pairs.replace(chosen=seqs(batch.pairs.chosen),
+                                                   rejected=seqs(batch.pairs.rejected)))
+
+
+def _step_rewards(batch):
+    """A reward on each row's first and last trained tokens (process rewards)."""
+    mask = np.asarray(target_mask(batch.sequences))
+    first = (np.cumsum(mask, 1) == 1) & (mask > 0)
+    last = (np.cumsum(mask[:, ::-1], 1)[:, ::-1] == 1) & (mask > 0)
+    marks = (first | last).astype(np.float32)
+    rewards = np.random.RandomState(0).randn(*mask.shape).astype(np.float32) * marks
+    return batch.replace(token_rewards=rewards, reward_mask=marks)
+
+
+# Every preset (a new one is picked up here), with the fields some of them need, then the
+# variants whose code paths the presets leave out.
+PRESETS = [{"algorithm": name, **({"loss": {"norm_constant": 16.0}} if name == "dr_grpo" else {})}
+           for name in sorted(ALGORITHMS)]
+VARIANTS = [
+    {**PARITY_CONFIG, "micro_batches": 4},  # counterfactual + its preference, accumulation
+    {"algorithm": "grpo", "loss": {"kl_in_reward": True, "kl_estimator": "k1", "kl_coef": 0.1},
+     "advantage": {"std": "batch"}},
+    {"algorithm": "rloo", "loss": {"tis_cap": 2.0, "entropy_coef": 0.01}, "mini_batches": 2},
+    {"algorithm": "reinforce", "loss": {"kl_coef": 0.1, "kl_estimator": "k2"},
+     "advantage": {"baseline": "none"}, "micro_batches": 2},
+    {"algorithm": "ppo", "micro_batches": 2, "advantage": {"gamma": 0.9}},
+    {"algorithm": "dpo", "loss": {"kind": "hinge"}, "micro_batches": 2},
+    {"algorithm": "sft", "loss": {"aggregation": "seq-mean-token-mean"}, "micro_batches": 2},
+]
+STEP_REWARDS = ("grpo", "ppo")  # process rewards: group normalisation, GAE credit
+
+
+def test_the_cases_cover_every_loss_and_estimator():
+    configs = [learner_config(s) for s in PRESETS + VARIANTS]
+    assert {t.name for c in configs for t in c.losses} == set(losses.names())
+    assert {c.advantage for c in configs} - {None} == set(losses.names("advantage"))
+
+
+def _id(spec):
+    return "-".join([spec["algorithm"]] + sorted(k for k in spec if k != "algorithm"))
+
+
+def _moved(state):
+    """The state with its parameters moved off the reference's, so that KL terms, their
+    gradients and DPO margins are not at their ties (0 at the reference)."""
+    leaves, tree = jax.tree.flatten(state.params)
+    keys = jax.random.split(jax.random.key(0), len(leaves))
+    return state.replace(params=jax.tree.unflatten(tree, [
+        x + 0.02 * jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, keys)]))
+
+
+@pytest.mark.parametrize("spec", PRESETS + VARIANTS, ids=_id)
+def test_packed_rows_give_the_unpacked_loss_and_gradients(spec, model, value_model):
+    model = value_model if spec["algorithm"] == "ppo" else model
+    batches = [_widened(rl_batch(seed=7, rows=16, pairs=8))]
+    if spec["algorithm"] in STEP_REWARDS:
+        batches.append(_step_rewards(batches[0]))
+    results = {}
+    for pack in (False, True):
+        learner, state = make_learner(model, {**spec, "pack_rows": pack})
+        results[pack] = [learner.gradients(_moved(state), b) for b in batches]
+        packed = learner.ready(batches[0])
+        rows = [s.packing is not None and len(s.packing.rows.tokens) < len(s.tokens)
+                for s in (packed.sequences, packed.pairs.chosen, packed.pairs.rejected)]
+        assert all(rows) if pack else not any(rows)
+    for (grads, metrics), (packed_grads, packed_metrics) in zip(results[False], results[True]):
+        assert metrics.keys() == packed_metrics.keys()
+        for key in metrics:
+            np.testing.assert_allclose(packed_metrics[key], metrics[key], rtol=1e-5, atol=1e-6,
+                                       err_msg=key)
+        a, b = flat_arrays(grads), flat_arrays(packed_grads)
+        assert max(np.abs(v).max() for v in a.values()) > 1e-3  # not vacuous
+        for key in a:
+            np.testing.assert_allclose(b[key], a[key], rtol=1e-4, atol=1e-6, err_msg=key)
+
+
+def test_updates_over_mini_batches_train_the_same_parameters(model):
+    """Two mini-batches of two micro-batches: each update sees the trajectories it sees
+    unpacked, so the parameters after both agree."""
+    spec = {"algorithm": "dapo", "mini_batches": 2, "micro_batches": 2,
+            "optimizer": {"learning_rate": 1e-3}}
+    batch = rl_batch(seed=8, rows=16)
+    params = []
+    for pack in (False, True):
+        learner, state = make_learner(model, {**spec, "pack_rows": pack})
+        state, metrics = learner.step(state, batch)
+        assert int(state.step) == 2
+        params.append(flat_arrays(state.params))
+    for key in params[0]:
+        np.testing.assert_allclose(params[1][key], params[0][key], rtol=1e-5, atol=1e-6,
+                                   err_msg=key)
+
+
+def test_padding_shares_and_bounded_compiles(model):
+    learner, state = make_learner(model, {"algorithm": "grpo"})
+    shapes = set()
+    for seed, length in enumerate((24, 24, 32, 24)):
+        batch = rl_batch(seed=seed, rows=16, length=length)
+        state, metrics = learner.update(state, batch)
+        seqs = batch.sequences
+        real = (np.asarray(seqs.segment_ids) != 0).sum()
+        rows = learner.ready(batch).sequences.packing.rows.tokens
+        shapes.add(rows.shape)
+        assert metrics["padding_share_unpacked"] == pytest.approx(1 - real / seqs.tokens.size)
+        assert metrics["padding_share"] == pytest.approx(1 - real / rows.size)
+        assert metrics["padding_share"] < metrics["padding_share_unpacked"]
+    assert learner.compile_count() == len(shapes)
+
+
+def test_pack_rows_is_validated():
+    with pytest.raises(ValueError, match="pack_rows"):
+        learner_config({"algorithm": "grpo", "pack_rows": "yes"})
