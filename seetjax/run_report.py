@@ -1,5 +1,5 @@
 """A training run's report.md: the three evaluation milestones, the rollouts per stage, and the
-final BFCL tables."""
+final model's tables in its environment's form (`seetjax.eval.reports`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from seetjax.eval.evaluate import markdown
 from seetjax.eval.milestones import Milestone, milestone_table
+from seetjax.eval.reports import split_reports
 
 STAGE_COLUMNS = ("rollout/reward", "rollout/turn_accuracy", "rollout/format_validity",
                  "rollout/retries", "rollout/hints", "rollout/records")
@@ -18,13 +18,12 @@ def run_report(name: str, steps: int, seconds: float, milestones: Sequence[Miles
                rows: Sequence[dict]) -> str:
     """Markdown of a finished run: `milestones` in order (the last is the final model), `rows`
     the run's metrics.jsonl."""
+    final = milestones[-1]
+    reports = split_reports(final.env)
     lines = [f"# Training report: {name}", "",
              f"{steps} RL steps, {seconds / 60:.1f} min in all.", "",
              "## Greedy evaluations: untrained, after the SFT warm-up, after RL", "",
-             "Format validity, turn accuracy (on the turns that expect calls, BFCL's checked "
-             "turns, and on all turns) and reward on the training tasks; BFCL overall accuracy "
-             "(%) per evaluation split. All in BFCL's own conditions (no hints or retries).", "",
-             milestone_table(milestones),
+             reports.about, "", milestone_table(milestones),
              "## Per stage (rollouts)", "",
              "| stage | steps | reward | turn accuracy | format validity | retries | hints |"
              " records |", "|---|---|---|---|---|---|---|---|"]
@@ -35,9 +34,8 @@ def run_report(name: str, steps: int, seconds: float, milestones: Sequence[Miles
         lines.append(f"| {int(stage)} | {len(mine)} | " + " | ".join(f"{v:.3f}" for v in mean)
                      + " |")
     lines += time_table(rows)
-    final = milestones[-1]
-    lines += ["", "## BFCL evaluation of the final model (greedy, standard environment)", "",
-              markdown(list(final.splits.values())), "![curves](curves.png)", ""]
+    lines += ["", f"## {reports.title}", "", reports.markdown(list(final.splits.values())),
+              "![curves](curves.png)", ""]
     return "\n".join(lines)
 
 

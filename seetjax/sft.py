@@ -28,6 +28,7 @@ import numpy as np
 
 from seetjax.base_model import resolve_model_path
 from seetjax.batch import TokenSequences, TrajectoryBatch
+from seetjax.config_fields import field
 from seetjax.data.bfcl_dialogs import bfcl_dialogs
 from seetjax.data.coreset import CoresetConfig, select_coreset
 from seetjax.data.dialogs import Dialog, read_jsonl
@@ -37,7 +38,7 @@ from seetjax.data.replay import ReplayBuffer
 from seetjax.data.scoring import ModelScorer
 from seetjax.data.single_turn_dialogs import SingleTurnReport, check_settings, single_turn_dialogs
 from seetjax.envs.bfcl import BfclEnvConfig
-from seetjax.envs.task_source import SOURCES
+from seetjax.envs.task_source import SOURCES, source_of
 from seetjax.learner import create_learner, learner_config
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.metrics import MetricsWriter
@@ -49,7 +50,6 @@ from seetjax.models.hf import (
 )
 from seetjax.models.lora import has_lora
 from seetjax.models.tokenizer import Tokenizer
-from seetjax.train_config import field, source_of
 
 
 def say(message: str) -> None:

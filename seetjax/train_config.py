@@ -11,16 +11,15 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
-from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import ml_collections
 
+from seetjax.config_fields import as_dataclass, field
 from seetjax.envs import registry
 from seetjax.envs.bfcl import DECODINGS
 from seetjax.envs.bfcl_data import CATEGORIES
-from seetjax.envs.task_source import TaskSource, parse_categories, task_source
 from seetjax.learner.config import LearnerConfig, learner_config
 from seetjax.models.hf import LOAD_FIELDS, load_options
 from seetjax.models.lora import ALL_PROJECTIONS
@@ -31,7 +30,6 @@ from seetjax.sampling import SamplingParams
 from seetjax.seet.config import StageConfig, default_stages
 from seetjax.seet.curriculum import Transition
 
-T = TypeVar("T")
 STAGE_KEYS = ("stage1", "stage2", "stage3", "stage4")
 # Fields of a `config.seet.stageN` section that are the stage's Transition, not its StageConfig.
 TRANSITION_FIELDS = {"steps": "max_steps", "until_metric": "metric", "threshold": "threshold",
@@ -90,12 +88,6 @@ def reward_of(config: ml_collections.ConfigDict) -> RewardConfig:
             "the return that ranks them; use reward.kind='progress' or 'agent', or a "
             "policy-gradient algorithm, which credits each step's reward to its tokens")
     return reward
-
-
-def source_of(data: ml_collections.ConfigDict) -> TaskSource:
-    """The task source of a `data` section (`data.source`, `data.generated`), its fields named."""
-    field("data.source", lambda: TaskSource(data.source))
-    return field("data.generated", lambda: task_source(data.source, **data.generated.to_dict()))
 
 
 def env_of(config: ml_collections.ConfigDict) -> Any:
@@ -173,10 +165,8 @@ class Plan:
     rollout: RolloutConfig
     sampling: SamplingParams
     eval_rollout: RolloutConfig
-    categories: tuple[str, ...]
-    source: TaskSource
-    eval_splits: tuple[str, ...]  # each may name its source: "bfcl:test"
-    eval_decodings: tuple[str, ...]
+    eval_splits: tuple[str, ...]  # BFCL's may name their source: "bfcl:test"
+    eval_decodings: tuple[str, ...]  # () for an environment that reads replies one way
     seet: bool  # False: plain RL, no SEET mechanics (one standard stage, no counterfactual)
     max_pairs: int  # counterfactual pairs per process per step (0: none)
 
@@ -188,53 +178,26 @@ class Plan:
         return -(-(limits.max_episode_tokens + limits.max_reply_tokens) // 128) * 128
 
 
-def field(path: str, make: Callable[[], T]) -> T:
-    """`make()`, with a ValueError/TypeError re-raised as `config.<path>: ...`."""
-    try:
-        return make()
-    except (ValueError, TypeError, KeyError) as e:
-        raise ValueError(f"config.{path}: {e}") from None
-
-
-def as_dataclass(cls: type[T], values: Mapping[str, Any], path: str, **extra: Any) -> T:
-    """`cls(**values, **extra)`, naming the section when a field is unknown or invalid."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - names)
-    if unknown:
-        raise ValueError(f"config.{path}: unknown field(s) {unknown}; known: {sorted(names)}")
-    return field(path, lambda: cls(**dict(values), **extra))
-
-
 def build_plan(config: ml_collections.ConfigDict) -> Plan:
     if config.model.path is None:  # an ml_collections placeholder the config left unset
         raise ValueError("config.model.path: this config needs an HF checkpoint directory")
     field("model", lambda: load_options(config.model))
     _check_counts(config)
-    categories = parse_categories(config.data.categories)
-    for c in categories:
-        if c not in CATEGORIES:
-            raise ValueError(f"config.data.categories: {c!r} is not one of {CATEGORIES}")
-    source = source_of(config.data)
-    field("data.split", lambda: source.resolve(config.data.split))
-    field("data.tasks_per_category",
-          lambda: source.check(config.data.split, config.data.tasks_per_category))
+    env = env_of(config)
+    spec = registry.spec_of(env)
     eval_splits = tuple(s.strip() for s in config.eval.splits.split(",") if s.strip())
-    for s in eval_splits:
-        field("eval.splits", lambda s=s: source.resolve(s))
-        field("eval.per_category", lambda s=s: source.check(s, config.eval.per_category))
+    if spec.check_data is not None:
+        spec.check_data(env, config.data.to_dict(), eval_splits, config.eval.per_category)
 
     learner = field("learner", lambda: learner_config(config.learner.to_dict()))
-    env = env_of(config)
     limits = as_dataclass(EpisodeLimits, config.limits.to_dict(), "limits")
     rollout = as_dataclass(RolloutConfig, config.rollout.to_dict(), "rollout", env=env,
                            limits=limits, reward=reward_of(config))
+    if rollout.reward.kind == "env" and not spec.scores_episodes:
+        raise ValueError(f"config.reward.kind='env': environment {spec.name!r} does not score "
+                         "its episodes itself; use 'progress', 'agent' or 'shaped'")
     eval_rollout = dataclasses.replace(rollout, group_size=1)
-    eval_decodings = tuple(d.strip() for d in config.eval.decodings.split(",") if d.strip())
-    if not eval_decodings or len(set(eval_decodings)) < len(eval_decodings):
-        raise ValueError(f"config.eval.decodings={config.eval.decodings!r}: a comma-separated "
-                         f"list of distinct decodings, from {DECODINGS}")
-    for d in eval_decodings:
-        field("eval.decodings", lambda d=d: dataclasses.replace(env, decoding=d))
+    eval_decodings = _eval_decodings(config, env)
     sampling = as_dataclass(SamplingParams, config.sampling.to_dict(), "sampling")
     if sampling.temperature != learner.temperature:
         raise ValueError(f"config.sampling.temperature={sampling.temperature} differs from "
@@ -259,8 +222,25 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     if config.sft.enabled:
         from seetjax.sft import validate as validate_sft  # the SFT data side, only when used
         field("sft.run", lambda: validate_sft(config.sft.run))
-    return Plan(stages, transitions, learner, rollout, sampling, eval_rollout,
-                categories, source, eval_splits, eval_decodings, seet, max_pairs)
+    return Plan(stages, transitions, learner, rollout, sampling, eval_rollout, eval_splits,
+                eval_decodings, seet, max_pairs)
+
+
+def _eval_decodings(config: ml_collections.ConfigDict, env: Any) -> tuple[str, ...]:
+    """`eval.decodings`, for an environment whose section has a `decoding` field (BFCL's): each
+    one valid with the section; other environments read replies one way and take none ('')."""
+    decodings = tuple(d.strip() for d in config.eval.decodings.split(",") if d.strip())
+    if "decoding" not in {f.name for f in dataclasses.fields(env)}:
+        if decodings:
+            raise ValueError(f"config.eval.decodings={config.eval.decodings!r}: environment "
+                             f"{registry.spec_of(env).name!r} reads replies one way; set ''")
+        return ()
+    if not decodings or len(set(decodings)) < len(decodings):
+        raise ValueError(f"config.eval.decodings={config.eval.decodings!r}: a comma-separated "
+                         f"list of distinct decodings, from {DECODINGS}")
+    for d in decodings:
+        field("eval.decodings", lambda d=d: dataclasses.replace(env, decoding=d))
+    return decodings
 
 
 def _check_importance_ratios(config: ml_collections.ConfigDict, sampling: SamplingParams,

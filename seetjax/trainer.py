@@ -29,9 +29,9 @@ from tqdm import tqdm
 from seetjax import sharding
 from seetjax.base_model import resolve_model_path
 from seetjax.envs import registry
-from seetjax.envs.bfcl_data import BfclTask
-from seetjax.eval.evaluate import EVAL_STAGE, markdown
+from seetjax.eval.evaluate import EVAL_STAGE
 from seetjax.eval.milestones import Milestone, evaluate_milestone
+from seetjax.eval.reports import split_reports
 from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.metrics import MetricsWriter
@@ -80,10 +80,12 @@ class TrainRun:
     def run(self) -> dict[str, Any]:
         start = time.perf_counter()
         base = resolve_model_path(self.config.model.path)
-        load, data = registry.spec_of(self.plan.rollout.env).load_tasks, self.config.data.to_dict()
-        self.tasks = local_shard(load(data, self.config.data.split,
+        env, data = self.plan.rollout.env, self.config.data.to_dict()
+        load = registry.spec_of(env).load_tasks
+        self.tasks = local_shard(load(env, data, self.config.data.split,
                                       self.config.data.tasks_per_category or None))
-        self.split_tasks = {s: local_shard(load(data, s, self.config.eval.per_category or None))
+        self.split_tasks = {s: local_shard(load(env, data, s,
+                                                self.config.eval.per_category or None))
                             for s in self.plan.eval_splits}
         # SFT keeps the tokenizer: one evaluation rollout serves every milestone.
         tokenizer = Tokenizer.from_pretrained(base)
@@ -290,7 +292,7 @@ class TrainRun:
         return self._evaluate("periodic", self._policy(), {}).tasks
 
     def _evaluate(self, name: str, policy: SamplerPolicy,
-                  split_tasks: dict[str, list[BfclTask]]) -> Milestone:
+                  split_tasks: dict[str, list[Any]]) -> Milestone:
         return evaluate_milestone(name, self._eval, policy, self.tasks, split_tasks,
                                   self._decodings)
 
@@ -313,7 +315,7 @@ class TrainRun:
             plot_curves(rows, self.workdir / "curves.png", title=str(self.workdir.name))
             (self.workdir / "report.md").write_text(run_report(
                 self.workdir.name, self.config.train.steps, seconds, milestones, rows))
-            say(markdown(list(final.splits.values())))
+            say(split_reports(final.env).markdown(list(final.splits.values())))
         return summary
 
     # ---------------------------------------------------------------- checkpoints

@@ -47,6 +47,7 @@ def main() -> None:
     from flax import nnx
 
     from seetjax.base_model import resolve_model_path
+    from seetjax.envs import registry
     from seetjax.models.hf import load_hf_checkpoint
     from seetjax.models.tokenizer import Tokenizer
     from seetjax.rollout.loop import Rollout, SamplerPolicy
@@ -59,7 +60,8 @@ def main() -> None:
     model_dir = args.model or resolve_model_path(config.model.path)
     tokenizer = Tokenizer.from_pretrained(model_dir)
     model = load_hf_checkpoint(model_dir)
-    tasks = plan.source.load(config.data.split, plan.categories, None)
+    env = plan.rollout.env
+    tasks = registry.spec_of(env).load_tasks(env, config.data.to_dict(), config.data.split, None)
     needed = args.tasks * (args.rounds + 1)
     if len(tasks) < needed:
         raise SystemExit(f"--tasks={args.tasks} x {args.rounds + 1} batches needs {needed} "

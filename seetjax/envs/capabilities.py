@@ -12,6 +12,8 @@ The rollout (`seetjax.rollout.episode`) uses a mechanism only where its environm
 - `Hints`: the augmented environment's actionable hint for a failed step.
 - `GroundTruth`: the current turn's expected calls and a check that two call sequences end
   alike, for stage 2's interception.
+- `ScoresEpisodes`: the environment's own reward of an episode, part by part (`reward.kind="env"`
+  trains on its total; rollouts log its parts as `rollout/env_<part>`).
 
 Verdicts (anchors, FPLD and counterfactual records need verified-correct turns) come through
 `ToolEnv` itself, in each `StepResult`.
@@ -72,4 +74,12 @@ class GroundTruth(Protocol):
     def same_outcome(self, a: Sequence[ToolCall], b: Sequence[ToolCall]) -> bool:
         """Whether running `a` and running `b` from the current state end alike (the turn
         check's notion of equal); leaves the episode as it was."""
+        ...
+
+
+@runtime_checkable
+class ScoresEpisodes(Protocol):
+    def episode_reward(self, truncated: bool) -> dict[str, float]:
+        """The episode's reward, part by part, with the sum trained on under "total"; the
+        episode is over, or `truncated`: the rollout cut it off first (scored as a timeout)."""
         ...

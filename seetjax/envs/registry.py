@@ -1,20 +1,22 @@
 """Environments by name: what a run config's `env.name` selects.
 
 An `EnvSpec` names an environment's config section (a frozen dataclass: `config.env` of a run
-config, less `name`), how to make a fresh environment from it (a `ToolEnv`, one per episode) and
-how to load its tasks. A new environment joins with one call, `register(EnvSpec(...))`; the
-rollout finds an environment's spec from its section's type (`make_env`).
+config, less `name`), how to make a fresh environment from it (a `ToolEnv`, one per episode), how
+to load its tasks and check a run config's task side (`data`, evaluation splits) before anything
+loads. A new environment joins with one call, `register(EnvSpec(...))`; the rollout finds an
+environment's spec from its section's type (`make_env`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from seetjax.envs.base import ToolEnv
 from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
-from seetjax.envs.task_source import load_run_tasks
+from seetjax.envs.qa_search import run as qa_search
+from seetjax.envs.task_source import check_run_data, load_run_tasks
 
 DEFAULT = "bfcl"
 
@@ -22,13 +24,19 @@ DEFAULT = "bfcl"
 @dataclasses.dataclass(frozen=True)
 class EnvSpec:
     """name: what `env.name` says. config: the section's dataclass. make: section -> a fresh
-    environment. load_tasks: (the run config's `data` section, split, per_category) -> tasks,
-    each one `reset` accepts."""
+    environment. load_tasks: (section, the run config's `data` section, split, count: the first
+    N tasks, None for all) -> tasks, each one `reset` accepts. check_data: (section, `data`,
+    evaluation splits, `eval.per_category`) -> None, raising a ValueError that names the field
+    (`config.data.split: ...`) where `load_tasks` would fail; None: nothing to check.
+    scores_episodes: its environments score their own episodes
+    (`capabilities.ScoresEpisodes`), so `reward.kind="env"` applies."""
 
     name: str
     config: type
     make: Callable[[Any], ToolEnv]
-    load_tasks: Callable[[Mapping[str, Any], str, int | None], list[Any]]
+    load_tasks: Callable[[Any, Mapping[str, Any], str, int | None], list[Any]]
+    check_data: Callable[[Any, Mapping[str, Any], Sequence[str], int], None] | None = None
+    scores_episodes: bool = False
 
 
 _SPECS: dict[str, EnvSpec] = {}
@@ -68,4 +76,6 @@ def make_env(config: Any) -> ToolEnv:
     return spec_of(config).make(config)
 
 
-register(EnvSpec(DEFAULT, BfclEnvConfig, BfclEnv, load_run_tasks))
+register(EnvSpec(DEFAULT, BfclEnvConfig, BfclEnv, load_run_tasks, check_run_data))
+register(EnvSpec(qa_search.NAME, qa_search.QASearchRunConfig, qa_search.make_env,
+                 qa_search.load_tasks, qa_search.check_data, scores_episodes=True))

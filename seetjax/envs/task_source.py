@@ -11,9 +11,10 @@ from the disjoint held-out vocabulary (`seetjax.envs.generated.vocab`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from seetjax.config_fields import field
 from seetjax.envs import bfcl
 from seetjax.envs.bfcl_data import CATEGORIES, BfclTask
 from seetjax.envs.generated import CLASSES, Difficulty, generate_tasks
@@ -94,9 +95,31 @@ def parse_categories(text: str) -> tuple[str, ...]:
     return tuple(c.strip() for c in text.split(",") if c.strip())
 
 
-def load_run_tasks(data: Mapping[str, Any], split: str, per_category: int | None
+def load_run_tasks(section: Any, data: Mapping[str, Any], split: str, per_category: int | None
                    ) -> list[BfclTask]:
     """BFCL's task loader in the environment registry: the tasks of `split` under a run config's
-    `data` section (`source`, `categories`, `generated`)."""
+    `data` section (`source`, `categories`, `generated`); the env section plays no part."""
     source = task_source(data["source"], **data["generated"])
     return source.load(split, parse_categories(data["categories"]), per_category)
+
+
+def source_of(data: Mapping[str, Any]) -> TaskSource:
+    """The task source of a `data` section (`data.source`, `data.generated`), its fields named."""
+    field("data.source", lambda: TaskSource(data["source"]))
+    return field("data.generated", lambda: task_source(data["source"], **data["generated"]))
+
+
+def check_run_data(section: Any, data: Mapping[str, Any], eval_splits: Sequence[str],
+                   eval_count: int) -> None:
+    """BFCL's task-side checks of a run config (`EnvSpec.check_data`): the categories, the
+    source, the training split and count, each evaluation split and its count."""
+    for c in parse_categories(data["categories"]):
+        if c not in CATEGORIES:
+            raise ValueError(f"config.data.categories: {c!r} is not one of {CATEGORIES}")
+    source = source_of(data)
+    field("data.split", lambda: source.resolve(data["split"]))
+    field("data.tasks_per_category",
+          lambda: source.check(data["split"], data["tasks_per_category"]))
+    for s in eval_splits:
+        field("eval.splits", lambda s=s: source.resolve(s))
+        field("eval.per_category", lambda s=s: source.check(s, eval_count))

@@ -4,6 +4,9 @@
     agent     the five-part agent reward with penalties (`agent_reward`, `AgentRewardConfig`):
               one episode reward
     shaped    step-wise shaping (`step_rewards`, `ShapingConfig`): one reward per environment step
+    env       the environment's own episode reward (`seetjax.envs.capabilities.ScoresEpisodes`,
+              e.g. the QA search reward): one episode reward, placed by the episode
+              (`seetjax.rollout.episode.Episode.rewards`), not computed from the trace
 
 Every kind is expressed the same way, as a list of (step, reward): `step` indexes the episode's
 `EpisodeTrace.steps` (the reward scores the assistant message that step read), or is None for a
@@ -23,7 +26,7 @@ from seetjax.rewards.agent import AgentRewardConfig, agent_reward
 from seetjax.rewards.envtuning import progress_reward
 from seetjax.rewards.shaping import ShapingConfig, step_rewards
 
-REWARD_KINDS = ("progress", "agent", "shaped")
+REWARD_KINDS = ("progress", "agent", "shaped", "env")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +50,10 @@ class RewardConfig:
 
 def assigned_rewards(trace: EpisodeTrace, config: RewardConfig) -> list[tuple[int | None, float]]:
     """The episode's rewards under `config.kind`, each with the index of the trace step it scores
-    (None: the episode as a whole). Their sum is the episode's return."""
+    (None: the episode as a whole). Their sum is the episode's return. The "env" kind needs the
+    environment, not its trace: `Episode.rewards` scores it."""
+    if config.kind == "env":
+        raise ValueError("reward kind 'env' is the environment's own: score it with the episode")
     if config.kind == "shaped":
         # A cut-off episode's timeout scores its last message, which may come after the last
         # step the environment saw (a reply intercepted, or left without a step, before the

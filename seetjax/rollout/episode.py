@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from seetjax.envs.base import EpisodeTrace, StepCode, StepResult, ToolEnv
-from seetjax.envs.capabilities import GroundTruth, Hints, ReadsCalls, Rewindable
+from seetjax.envs.capabilities import GroundTruth, Hints, ReadsCalls, Rewindable, ScoresEpisodes
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rewards import RewardConfig, assigned_rewards, progress_reward
 from seetjax.rollout.chat import Conversation
@@ -322,8 +322,16 @@ class Episode:
         of the training sequence, a dropped attempt, passes its reward to the latest reply
         before it that is in)."""
         ends = self.conversation.reply_ends()
+        scored = ([(None, self.env_reward()["total"])] if config.kind == "env"
+                  else assigned_rewards(self.trace(), config))
         return [(ends[-1 if step is None else self.step_replies[step]], reward)
-                for step, reward in assigned_rewards(self.trace(), config)]
+                for step, reward in scored]
+
+    def env_reward(self) -> dict[str, float]:
+        """The environment's own reward of the episode, part by part (`ScoresEpisodes`)."""
+        if not isinstance(self.env, ScoresEpisodes):
+            raise TypeError(f"{type(self.env).__name__} does not score its episodes")
+        return self.env.episode_reward(self.truncated)
 
     def stats(self) -> dict[str, int]:
         return {"retries": sum(t.retries for t in self.turns),

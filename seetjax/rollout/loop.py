@@ -21,6 +21,7 @@ import jax
 import numpy as np
 
 from seetjax.envs.bfcl import BfclEnvConfig
+from seetjax.envs.capabilities import ScoresEpisodes
 from seetjax.envs.registry import make_env, spec_of
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rewards import RewardConfig
@@ -197,7 +198,8 @@ class RolloutResult:
         """Means over episodes: reward (the return under the run's reward kind) and progress
         (EnvTuning's, comparable across kinds); turn accuracy over all turns and over the turns
         that expect calls (BFCL's checked turns); format validity, the share of replies that
-        ended with their stop token and parsed; SEET's counters."""
+        ended with their stop token and parsed; SEET's counters; and where the environment scores
+        its episodes (`ScoresEpisodes`), the mean of each part of its reward, `env_<part>`."""
         turns = [t for e in self.episodes for t in e.turns]
         checked = [t for t in turns if t.checked]
         replies = [r for t in turns for r in t.replies]
@@ -213,6 +215,9 @@ class RolloutResult:
         for key in ("retries", "hints", "interceptions", "truncated", "errors"):
             out[key] = sum(s[key] for s in per_episode) / n
         out.update({f"anchors_{k}": float(v) for k, v in self.anchors_used.items()})
+        if self.episodes and all(isinstance(e.env, ScoresEpisodes) for e in self.episodes):
+            parts = [e.env_reward() for e in self.episodes]
+            out.update({f"env_{k}": float(np.mean([p[k] for p in parts])) for k in parts[0]})
         return out
 
 

@@ -34,7 +34,7 @@ def test_unknown_names_sections_and_duplicates_fail():
 def test_bfcl_task_loader_reads_the_data_section():
     data = default_config().data.to_dict()
     data["categories"] = "base, miss_param"
-    tasks = registry.spec("bfcl").load_tasks(data, "validation", 2)
+    tasks = registry.spec("bfcl").load_tasks(BfclEnvConfig(), data, "validation", 2)
     assert [t.id for t in tasks] == [t.id for t in load_split("validation", ("base", "miss_param"),
                                                                2)]
 

@@ -87,7 +87,7 @@ class CountEnv:
         return StepResult(self.turn, code, ({"role": "tool", "content": output},), calls, results)
 
 
-def load_count_tasks(data, split, per_category):
+def load_count_tasks(section, data, split, per_category):
     return [CountTask(f"count_{i}", (i + 1, 2 * i + 3)) for i in range(per_category or 2)]
 
 
@@ -107,7 +107,7 @@ def rollout_of(tokenizer, stage, scripts, kind="progress"):
                                                reward=RewardConfig(kind)))
     queues = [list(s) for s in scripts]
     policy = ScriptedPolicy(tokenizer, lambda row: queues[row].pop(0) if queues[row] else "Done.")
-    tasks = SPEC.load_tasks({}, "train", 2)
+    tasks = SPEC.load_tasks(CountConfig(), {}, "train", 2)
     return rollout(tasks, policy, stage, progress=0.0, step=0, seed=0)
 
 

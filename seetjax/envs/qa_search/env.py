@@ -287,10 +287,14 @@ class QASearchEnv:
         """The episode's reward, part by part (`reward.qa_reward`); the episode must be over."""
         if not self.done:
             raise RuntimeError("the episode is not over yet")
-        return qa_reward(self.search_tools.answered, self.task.answers,
-                         self.search_tools.searches,
-                         format_ok=self._answer_call and not self._format_errors,
-                         timeout=self.timeout, weights=self.config.weights)
+        return self._reward(self.timeout)
+
+    def episode_reward(self, truncated: bool) -> dict[str, float]:
+        """`capabilities.ScoresEpisodes`: `reward()`'s parts and total; an episode the rollout
+        cut off (`truncated`) is scored as a timeout."""
+        if not (self.done or truncated):
+            raise RuntimeError("the episode is not over yet")
+        return self._reward(self.timeout or truncated).as_dict()
 
     def snapshot(self) -> dict[str, Any]:
         """A copy of the episode so far; `restore` returns to it (SEET's fast loop retries a
@@ -311,6 +315,12 @@ class QASearchEnv:
         self.search_tools.answered = state["answered"]
 
     # ------------------------------------------------------------------ internals
+
+    def _reward(self, timeout: bool) -> RewardParts:
+        return qa_reward(self.search_tools.answered, self.task.answers,
+                         self.search_tools.searches,
+                         format_ok=self._answer_call and not self._format_errors,
+                         timeout=timeout, weights=self.config.weights)
 
     def _continue(self, code: StepCode, observations: tuple[Message, ...],
                   calls: tuple[ToolCall, ...] = (), results: tuple[ExecutionResult, ...] = (),

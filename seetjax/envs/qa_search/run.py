@@ -1,0 +1,102 @@
+"""The QA search environment in training runs: its `env` section, one retriever per process, its
+task loader and task-side checks (`qa_search_spec`, registered as `env.name=qa_search`).
+
+The section (`QASearchRunConfig`) is `QASearchConfig` plus the corpus: `corpus="world"` (the
+seeded synthetic world, `world_passages` passages per split, `min_hops`..`max_hops` questions,
+train/test with disjoint entities) or `"web_search"` (BFCL v4's 100 questions, split "test" only,
+with `distractors` world passages). The retriever indexes both splits' passages once per process
+(`retriever`, cached by corpus and retrieval settings); every episode's environment shares it.
+
+A run's `data` section holds `split`, `tasks_per_category` (questions: the first N of the split;
+the world's splits have no end, so N > 0) and `tasks_per_step`; nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from seetjax.envs.qa_search.corpus import QATask
+from seetjax.envs.qa_search.env import QASearchConfig, QASearchEnv
+from seetjax.envs.qa_search.retriever import PassageRetriever, RetrieverSettings
+from seetjax.envs.qa_search.web_search import load_web_search
+from seetjax.envs.qa_search.world import SPLITS, World, WorldConfig
+
+NAME = "qa_search"
+CORPORA = {"world": SPLITS, "web_search": ("test",)}  # corpus -> its splits
+DATA_FIELDS = ("split", "tasks_per_category", "tasks_per_step")
+
+
+@dataclasses.dataclass(frozen=True)
+class QASearchRunConfig(QASearchConfig):
+    """`QASearchConfig` and the corpus (see the module docstring)."""
+
+    corpus: str = "world"
+    world_seed: int = 0
+    world_passages: int = 200
+    min_hops: int = 1
+    max_hops: int = 4
+    distractors: int = 200
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.corpus not in CORPORA:
+            raise ValueError(f"corpus={self.corpus!r}: one of {tuple(CORPORA)}")
+        for name, least in (("world_seed", 0), ("world_passages", 2), ("distractors", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"{name}={value!r}: must be an integer >= {least}")
+        _ = self.world  # WorldConfig checks the hop range
+
+    @property
+    def world(self) -> WorldConfig:
+        return WorldConfig.sized(self.world_passages, seed=self.world_seed,
+                                 min_hops=self.min_hops, max_hops=self.max_hops)
+
+
+@functools.lru_cache(maxsize=4)
+def retriever(corpus: str, world: WorldConfig, distractors: int,
+              settings: RetrieverSettings) -> PassageRetriever:
+    """The corpus's retriever, built once per process for each corpus and settings."""
+    if corpus == "world":
+        return PassageRetriever(World(world).passages(), settings)
+    return PassageRetriever(load_web_search(distractors, world.seed).passages, settings)
+
+
+def make_env(section: QASearchRunConfig) -> QASearchEnv:
+    return QASearchEnv(retriever(section.corpus, section.world, section.distractors,
+                                 section.retrieval), section)
+
+
+def load_tasks(section: QASearchRunConfig, data: Mapping[str, Any], split: str,
+               count: int | None) -> list[QATask]:
+    """The first `count` questions of `split` (web_search: all of them when None)."""
+    if section.corpus == "world":
+        if not count:
+            raise ValueError("the synthetic world's splits have no end: give a count > 0")
+        return World(section.world).questions(split, count)
+    return list(itertools.islice(load_web_search(section.distractors, section.world_seed).tasks,
+                                 count))
+
+
+def check_data(section: QASearchRunConfig, data: Mapping[str, Any], eval_splits: Sequence[str],
+               eval_count: int) -> None:
+    """The task side of a qa_search run (`EnvSpec.check_data`), each field named."""
+    unknown = sorted(set(data) - set(DATA_FIELDS))
+    if unknown:
+        raise ValueError(f"config.data: unknown field(s) {unknown} for env.name={NAME!r}; known: "
+                         f"{list(DATA_FIELDS)}")
+    splits = CORPORA[section.corpus]
+    checks = [("data.split", "data.tasks_per_category", data["split"],
+               data["tasks_per_category"])]
+    checks += [("eval.splits", "eval.per_category", s, eval_count) for s in eval_splits]
+    for split_field, count_field, split, count in checks:
+        if split not in splits:
+            raise ValueError(f"config.{split_field}: {split!r}: the {section.corpus} corpus's "
+                             f"splits are {splits}")
+        if section.corpus == "world" and not count:
+            raise ValueError(f"config.{count_field}={count}: the synthetic world's splits have "
+                             "no end; give a count > 0")
