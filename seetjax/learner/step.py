@@ -85,10 +85,21 @@ def _layout(graphdef: nnx.GraphDef, config: LearnerConfig, mesh: Mesh, rules, st
     return model, layout, totals, metrics
 
 
+def gradient_variance(squares: Array, total: nnx.State, m: int) -> Array:
+    """The variance of the gradient estimate between micro-batches: with g_k micro-batch k's
+    share of the mini-batch gradient g = sum_k g_k, each M g_k estimates g from 1/M of the rows,
+    and V = 1/(M-1) sum_k ||M g_k - g||^2 = M/(M-1) (M sum_k ||g_k||^2 - ||g||^2), the trace of
+    their covariance (`squares` = sum_k ||g_k||^2); 0.0 for one micro-batch."""
+    if m < 2:
+        return jnp.zeros((), jnp.float32)
+    return m / (m - 1) * (m * squares - jnp.square(optax.tree.norm(total)))
+
+
 def minibatch_gradients(model: Model, params: nnx.State, micro_batches: Any,
                         t: Totals) -> tuple[nnx.State, dict]:
     """Gradients and metrics summed over the micro-batches [M, rows, ...] of one mini-batch:
-    the mini-batch's global weighted mean, since every share is normalised by `t`."""
+    the mini-batch's global weighted mean, since every share is normalised by `t`; and
+    `grad_variance` between the micro-batches' estimates (`gradient_variance`)."""
 
     def grad_fn(micro):
         return jax.value_and_grad(micro_objective, has_aux=True)(params, model, micro, t)
@@ -96,11 +107,16 @@ def minibatch_gradients(model: Model, params: nnx.State, micro_batches: Any,
     first = jax.tree.map(lambda x: x[0], micro_batches)
     zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(grad_fn, first))
 
-    def accumulate(acc, micro):
-        return jax.tree.map(jnp.add, acc, grad_fn(micro)), None
+    def accumulate(carry, micro):
+        acc, squares = carry
+        out = grad_fn(micro)
+        return (jax.tree.map(jnp.add, acc, out),
+                squares + jnp.square(optax.tree.norm(out[1]))), None
 
-    ((_, metrics), grads), _ = jax.lax.scan(accumulate, zeros, micro_batches)
-    return grads, metrics
+    (((_, metrics), grads), squares), _ = jax.lax.scan(
+        accumulate, (zeros, jnp.zeros((), jnp.float32)), micro_batches)
+    m = jax.tree.leaves(micro_batches)[0].shape[0]
+    return grads, {**metrics, "grad_variance": gradient_variance(squares, grads, m)}
 
 
 def gradients(graphdef: nnx.GraphDef, config: LearnerConfig, mesh: Mesh, rules,
