@@ -28,16 +28,20 @@ import numpy as np
 
 from seetjax.base_model import resolve_model_path
 from seetjax.batch import TokenSequences, TrajectoryBatch
-from seetjax.config_fields import field
+from seetjax.config_fields import as_dataclass, field
 from seetjax.data.bfcl_dialogs import bfcl_dialogs
 from seetjax.data.coreset import CoresetConfig, select_coreset
-from seetjax.data.dialogs import Dialog, read_jsonl
+from seetjax.data.dialogs import Dialog, listing, read_jsonl
 from seetjax.data.formatter import Example, format_dialogs
 from seetjax.data.pipeline import PipelineConfig, SFTPipeline, segment_counts
+from seetjax.data.qa_dialogs import oracle_dialogs
 from seetjax.data.replay import ReplayBuffer
 from seetjax.data.scoring import ModelScorer
 from seetjax.data.single_turn_dialogs import SingleTurnReport, check_settings, single_turn_dialogs
 from seetjax.envs.bfcl import BfclEnvConfig
+from seetjax.envs.qa_search.run import NAME as QA_SOURCE
+from seetjax.envs.qa_search.run import QASearchRunConfig
+from seetjax.envs.qa_search.run import check_data as qa_check_data
 from seetjax.envs.task_source import SOURCES, source_of
 from seetjax.learner import create_learner, learner_config
 from seetjax.learner.checkpoint import Checkpointer
@@ -58,8 +62,9 @@ def say(message: str) -> None:
 
 
 def stage_groups(data: ml_collections.ConfigDict) -> list[str]:
-    """The comma-separated group of BFCL categories or JSONL paths of each stage."""
-    default = data.paths if data.source == "jsonl" else data.categories
+    """The comma-separated group of BFCL categories or JSONL paths of each stage (qa_search: one
+    group)."""
+    default = {"jsonl": data.paths, QA_SOURCE: QA_SOURCE}.get(data.source, data.categories)
     groups = [g.strip() for g in (data.stages or default).split(";") if g.strip()]
     if not groups:
         raise ValueError("config.data: no dialogs named (set categories, paths or stages)")
@@ -69,7 +74,14 @@ def stage_groups(data: ml_collections.ConfigDict) -> list[str]:
 def load_dialogs(data: ml_collections.ConfigDict, group: str, split: str | None = None
                  ) -> tuple[list[Dialog], dict[str, str]]:
     """Dialogs of one group, and the BFCL tasks that could not be converted (with the reason).
-    `split`: a BFCL split other than `data.split`, or for JSONL data a file instead of `group`."""
+    `split`: a BFCL split other than `data.split`, or for JSONL data a file instead of `group`.
+    qa_search: the oracle dialogs of the split's first `tasks_per_category` questions."""
+    if data.source == QA_SOURCE:
+        dialogs, failed = oracle_dialogs(qa_section(data), split or data.split,
+                                         data.tasks_per_category or None)
+        if failed:
+            say(f"qa_search: {len(failed)} questions left out" + listing(failed))
+        return dialogs, failed
     if data.source == "jsonl":
         names = [split] if split else group.split(",")
         return [d for path in names if path.strip() for d in read_jsonl(path.strip())], {}
@@ -83,6 +95,13 @@ def load_dialogs(data: ml_collections.ConfigDict, group: str, split: str | None 
     if report.failed:
         say(f"{group}: {report}")
     return dialogs, report.failed
+
+
+def qa_section(data: ml_collections.ConfigDict) -> QASearchRunConfig:
+    """The QA search environment of a qa_search source (`data.qa_search`: a run's `env` section,
+    `name` aside), its fields named."""
+    values = {k: v for k, v in data.qa_search.to_dict().items() if k != "name"}
+    return as_dataclass(QASearchRunConfig, values, "data.qa_search")
 
 
 def env_config(data: ml_collections.ConfigDict) -> BfclEnvConfig:
@@ -130,9 +149,14 @@ def validate(config: ml_collections.ConfigDict) -> None:
     """Fails on a bad setting, naming it, before any model is loaded or data converted."""
     load_options(config.model)
     data = config.data
-    if data.source not in (*SOURCES, "jsonl"):
-        raise ValueError(f"config.data.source={data.source!r}: one of {(*SOURCES, 'jsonl')}")
-    if data.source != "jsonl":
+    if data.source not in (*SOURCES, "jsonl", QA_SOURCE):
+        raise ValueError(f"config.data.source={data.source!r}: one of "
+                         f"{(*SOURCES, 'jsonl', QA_SOURCE)}")
+    if data.source == QA_SOURCE:
+        qa_check_data(qa_section(data), {"split": data.split,
+                                         "tasks_per_category": data.tasks_per_category},
+                      [data.eval_split] if data.eval_split else [], data.tasks_per_category)
+    elif data.source != "jsonl":
         source = source_of(data)
         for split in (data.split, data.eval_split):
             if split:

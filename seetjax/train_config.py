@@ -102,6 +102,17 @@ def env_of(config: ml_collections.ConfigDict) -> Any:
     return as_dataclass(spec.config, values, "env")
 
 
+def env_section(name: str, **fields: Any) -> ml_collections.ConfigDict:
+    """A run config's `env` section for environment `name`: every field of its section with its
+    default, `fields` overriding them (`config.env = env_section("qa_search", search_cost=0.1)`)."""
+    section = registry.spec(name).config
+    values = {f.name: getattr(section(), f.name) for f in dataclasses.fields(section)}
+    unknown = sorted(set(fields) - set(values))
+    if unknown:
+        raise ValueError(f"env_section({name!r}): unknown field(s) {unknown}")
+    return ml_collections.ConfigDict({"name": name, **values, **fields})
+
+
 def default_config() -> ml_collections.ConfigDict:
     """Every field of a training run, with defaults; `configs/*.py` start from it. See the
     README's config reference."""
