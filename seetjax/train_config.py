@@ -144,7 +144,8 @@ def default_config() -> ml_collections.ConfigDict:
     # SFT warm-up (seetjax.sft): `run` is a whole SFT config; its model is this run's.
     c.sft = ml_collections.ConfigDict(dict(enabled=False, run=ml_collections.ConfigDict()))
     # seetjax.learner.learner_config fields.
-    c.learner = ml_collections.ConfigDict(dict(algorithm="grpo", counterfactual_weight=0.1))
+    c.learner = ml_collections.ConfigDict(dict(algorithm="grpo", counterfactual_weight=0.1,
+                                               pack_rows=True))
     c.learner.temperature = c.sampling.get_ref("temperature")
     c.learner.optimizer = ml_collections.ConfigDict(dict(learning_rate=1e-6, max_grad_norm=1.0))
     c.learner.lora = lora_section()
