@@ -15,8 +15,8 @@ skips finished runs and resumes the unfinished one from its checkpoint.
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
+import functools
 import json
 import sys
 from pathlib import Path
@@ -27,12 +27,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "experiments"))
+from grid import cached_run, set_field, warm_up, write_csv  # noqa: E402
+
 from seetjax.cache import enable_compilation_cache  # noqa: E402
-from seetjax.sft import SFTRun  # noqa: E402
 from seetjax.train_config import load_config_file  # noqa: E402
 from seetjax.trainer import TrainRun  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 VARIANTS: dict[str, dict[str, object]] = {
     "grpo": {"seet.enabled": False, "learner.counterfactual_weight": 0.0},
     "seet": {},
@@ -42,13 +44,6 @@ VARIANTS: dict[str, dict[str, object]] = {
                         **{f"seet.stage{k}.counterfactual": False for k in (1, 2, 3, 4)}},
     "seet_no_curriculum": {"seet.start_stage": 3, "seet.single_stage": True},
 }
-
-
-def set_field(config, dotted: str, value) -> None:
-    *path, key = dotted.split(".")
-    for name in path:
-        config = config[name]
-    config[key] = value
 
 
 def base_config(steps: int, per_category: int):
@@ -101,21 +96,17 @@ def run(args) -> list[dict]:
     base = base_config(args.steps, args.per_category)
     episodes_per_step = base.data.tasks_per_step * base.rollout.group_size
     for seed in args.seeds:
-        warm = args.out / f"sft_s{seed}"
-        if not (warm / "model" / "config.json").exists():
-            sft = base.sft.run.copy_and_resolve_references()
-            sft.seed = seed
-            SFTRun(sft, warm).run()
+        sft = base.sft.run.copy_and_resolve_references()
+        sft.seed = seed
+        warm = warm_up(sft, args.out / f"sft_s{seed}").parent
         for name in args.variants:
             workdir = args.out / f"{name}_s{seed}"
-            done = workdir / "ablation_result.json"
             # A restarted grid skips finished runs (TrainRun resumes an unfinished one).
-            if not done.exists():
-                done.write_text(json.dumps(run_variant(name, seed, warm, args)))
+            result = cached_run(workdir, functools.partial(run_variant, name, seed, warm, args))
             rows = [json.loads(line) for line in (workdir / "metrics.jsonl").open()]
             steps, env_steps = steps_to_threshold(rows, args.threshold, args.window,
                                                   episodes_per_step)
-            results.append({**json.loads(done.read_text()), "steps_to_threshold": steps,
+            results.append({**result, "steps_to_threshold": steps,
                             "env_steps_to_threshold": env_steps})
             print(results[-1], flush=True)
     return results
@@ -176,10 +167,7 @@ def main() -> None:
         sys.exit(f"unknown variants {sorted(unknown)}; known: {list(VARIANTS)}")
     args.out.mkdir(parents=True, exist_ok=True)
     results = run(args)
-    with open(args.out / "ablation.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(results[0]))
-        writer.writeheader()
-        writer.writerows(results)
+    write_csv(results, args.out / "ablation.csv")
     table = summarise(results, args)
     (args.out / "ablation.md").write_text(table)
     print(table)

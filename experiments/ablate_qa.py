@@ -1,0 +1,226 @@
+"""REINFORCE (without and with a baseline), RLOO, GRPO and PPO side by side on the QA search
+environment (configs/qa_search.py), several seeds each, and a sweep of the search cost lambda.
+
+Every run starts its RL phase from one SFT warm-up on the oracle's trajectories (shared by every
+cell, so cells differ only in their RL phase: algorithm, seed, lambda) and is evaluated greedily on
+held-out questions (test entities) at the start and at the end of that phase.
+
+    python experiments/ablate_qa.py --out=experiments/results/ablate_qa --seeds=0,1,2
+    python experiments/ablate_qa.py --list                      # the grid's cells
+    python experiments/ablate_qa.py --only=grpo_l0.1_s0,rloo_l0.1_s1   # some cells (parallel)
+
+Writes <out>/ablate_qa.csv (one row per run), ablate_qa.md (the tables), curves.png (per
+algorithm, mean over seeds per RL step: rollout reward, answer F1, searches per question and the
+learner's `grad_variance`) and lambda.png (searches per question against lambda). Rerunning after
+an interruption skips finished cells and resumes an unfinished one from its checkpoint; with
+--only nothing is summarised (run once more without it when every cell is done).
+
+`grad_variance` (seetjax.learner.step.gradient_variance): the trace of the covariance of the
+micro-batches' estimates of the update's gradient, M g_k against g = sum_k g_k over the M
+micro-batches of the step's rows; `grad_variance_rel` divides it by ||g||^2 (scale-free, as the
+algorithms' advantages differ in scale).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "experiments"))
+from grid import cached_run, mean_std, set_field, warm_up, write_csv  # noqa: E402
+
+from seetjax.cache import enable_compilation_cache  # noqa: E402
+from seetjax.plots import read_metrics  # noqa: E402
+from seetjax.train_config import load_config_file  # noqa: E402
+from seetjax.trainer import TrainRun  # noqa: E402
+
+ALGORITHMS: dict[str, dict[str, object]] = {
+    "reinforce": {"learner.algorithm": "reinforce", "learner.advantage": {"baseline": "none"}},
+    "reinforce_baseline": {"learner.algorithm": "reinforce"},  # the batch's mean return
+    "rloo": {"learner.algorithm": "rloo"},
+    "grpo": {"learner.algorithm": "grpo"},
+    "ppo": {"learner.algorithm": "ppo"},
+}
+LAMBDA = 0.1  # the search cost of the algorithm comparison
+LAMBDAS = (0.0, 0.1, 0.3)
+SWEPT = "grpo"  # the algorithm of the lambda sweep
+CURVES = (("rollout/reward", "rollout reward"), ("rollout/env_f1", "rollout answer F1"),
+          ("rollout/env_searches", "searches per question (rollouts)"),
+          ("learner/grad_variance", "gradient-estimate variance"))
+
+
+def cells(seeds: list[int]) -> list[tuple[str, float, int]]:
+    """(algorithm, lambda, seed) of every run: the comparison, then the sweep's other lambdas."""
+    out = [(a, LAMBDA, s) for a in ALGORITHMS for s in seeds]
+    return out + [(SWEPT, lam, s) for lam in LAMBDAS if lam != LAMBDA for s in seeds]
+
+
+def cell_name(algorithm: str, lam: float, seed: int) -> str:
+    return f"{algorithm}_l{lam:g}_s{seed}"
+
+
+def base_config(args) -> object:
+    config = load_config_file(ROOT / "configs" / "qa_search.py")
+    config.train.steps = args.steps
+    config.train.checkpoint_every = args.steps
+    config.data.tasks_per_category = args.questions
+    config.data.tasks_per_step = args.tasks_per_step
+    config.eval.per_category = args.eval_questions
+    return config
+
+
+def run_cell(algorithm: str, lam: float, seed: int, warm: Path, args) -> dict:
+    """One RL phase from the warm-up model; its start and end figures on held-out questions."""
+    config = base_config(args)
+    config.seed = seed
+    config.model.path = str(warm)
+    config.sft.enabled = False
+    config.env.search_cost = lam
+    for dotted, value in ALGORITHMS[algorithm].items():
+        set_field(config, dotted, value)
+    workdir = args.out / cell_name(algorithm, lam, seed)
+    share_start(workdir, lam, seed, args)
+    evals = TrainRun(config, workdir).run()["evals"]
+    start, end = (evals[m]["splits"]["test"] for m in ("after_sft", "after_rl"))
+    rows = [r for r in read_metrics(workdir / "metrics.jsonl") if "learner/grad_variance" in r]
+    variance = [r["learner/grad_variance"] for r in rows]
+    relative = [r["learner/grad_variance"] / max(r["learner/grad_norm"] ** 2, 1e-30) for r in rows]
+    return {"algorithm": algorithm, "lambda": lam, "seed": seed,
+            **{f"start_{k}": start[k] for k in ("reward", "exact_match", "f1", "searches")},
+            **{f"end_{k}": end[k] for k in ("reward", "exact_match", "f1", "searches")},
+            "reward_gain": end["reward"] - start["reward"],
+            "grad_variance": float(np.mean(variance)) if variance else float("nan"),
+            "grad_variance_rel": float(np.mean(relative)) if relative else float("nan"),
+            "updates": len(rows)}
+
+
+def share_start(workdir: Path, lam: float, seed: int, args) -> None:
+    """The greedy start-of-RL evaluation depends on the model and lambda only: a cell reuses one
+    another cell of the same lambda has written (TrainRun reads a milestone it finds)."""
+    mine = workdir / "evals" / "untrained.json"
+    for other in args.out.glob(f"*_l{lam:g}_s*/evals/untrained.json"):
+        if not mine.exists() and other != mine:
+            mine.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(other, mine)
+
+
+def run(args) -> list[dict]:
+    grid = cells(args.seeds)
+    if args.only:
+        grid = [c for c in grid if cell_name(*c) in args.only]
+    warm = warm_up(base_config(args).sft.run, args.out / "sft")
+    return [cached_run(args.out / cell_name(*c), functools.partial(run_cell, *c, warm, args))
+            for c in grid]
+
+
+def curves(workdirs: list[Path], key: str) -> np.ndarray:
+    """[steps] the mean over runs of `key` per RL step (nan where no run has it)."""
+    per_run = []
+    for w in workdirs:
+        by_step = {r["step"]: r.get(key, np.nan) for r in read_metrics(w / "metrics.jsonl")
+                   if "rollout/reward" in r}
+        per_run.append([by_step.get(s, np.nan) for s in range(1, max(by_step, default=0) + 1)])
+    width = max(map(len, per_run), default=0)
+    padded = np.array([p + [np.nan] * (width - len(p)) for p in per_run], float)
+    return np.nanmean(padded, axis=0) if padded.size else padded
+
+
+def summarise(results: list[dict], args) -> str:
+    keys = ("start_reward", "end_reward", "reward_gain", "end_exact_match", "end_f1",
+            "start_searches", "end_searches", "grad_variance", "grad_variance_rel")
+    config = base_config(args)
+    lines = [f"Command: `python experiments/ablate_qa.py --seeds={','.join(map(str, args.seeds))} "
+             f"--steps={args.steps} --questions={args.questions} "
+             f"--tasks_per_step={args.tasks_per_step} --eval_questions={args.eval_questions}`, "
+             f"{datetime.date.today().isoformat()}, {os.cpu_count()}-core CPU. One SFT warm-up "
+             f"({config.sft.run.train.steps} steps on {config.sft.run.data.tasks_per_category} "
+             "oracle dialogs) shared by every run, then each run's RL phase of "
+             f"{args.steps} steps ({args.tasks_per_step} questions x "
+             f"{config.rollout.group_size} samples each, from {args.questions} training "
+             "questions); greedy evaluation on "
+             f"{args.eval_questions} held-out questions at its start and end; mean +- std over "
+             f"{len(args.seeds)} seeds.", "",
+             f"Algorithms at lambda = {LAMBDA:g}:", "",
+             "| algorithm | " + " | ".join(k.replace("_", " ") for k in keys) + " |",
+             "|---|" + "---|" * len(keys)]
+    for a in ALGORITHMS:
+        mine = [r for r in results if r["algorithm"] == a and r["lambda"] == LAMBDA]
+        lines.append(f"| {a} | " + " | ".join(
+            mean_std([r[k] for r in mine], ".3g" if "variance" in k else ".3f") for k in keys)
+            + " |")
+    lines += ["", f"Search cost sweep ({SWEPT}):", "",
+              "| lambda | held-out searches, start | held-out searches, end | end reward | "
+              "rollout searches, last 3 steps |", "|---|---|---|---|---|"]
+    fig, axes = plt.subplots(1, len(CURVES), figsize=(4.2 * len(CURVES), 3.4))
+    for a in ALGORITHMS:
+        dirs = [args.out / cell_name(a, LAMBDA, s) for s in args.seeds]
+        for ax, (key, title) in zip(axes, CURVES):
+            ax.plot(np.arange(1, len(c := curves(dirs, key)) + 1), c, label=a, marker=".")
+            ax.set_title(title)
+            ax.set_xlabel("RL step")
+    axes[-1].set_yscale("log")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.out / "curves.png", dpi=110)
+    fig, ax = plt.subplots(figsize=(4.5, 3.4))
+    for lam in LAMBDAS:
+        mine = [r for r in results if r["algorithm"] == SWEPT and r["lambda"] == lam]
+        dirs = [args.out / cell_name(SWEPT, lam, s) for s in args.seeds]
+        recent = curves(dirs, "rollout/env_searches")[-3:]
+        lines.append(f"| {lam:g} | {mean_std([r['start_searches'] for r in mine])} | "
+                     f"{mean_std([r['end_searches'] for r in mine])} | "
+                     f"{mean_std([r['end_reward'] for r in mine])} | "
+                     f"{np.nanmean(recent) if recent.size else float('nan'):.3f} |")
+        ends = [r["end_searches"] for r in mine]
+        ax.errorbar([lam], [np.mean(ends)], yerr=[np.std(ends)], fmt="o", capsize=4)
+    ax.set_xlabel("search cost lambda")
+    ax.set_ylabel("held-out searches per question, end")
+    fig.tight_layout()
+    fig.savefig(args.out / "lambda.png", dpi=110)
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "experiments/results/ablate_qa")
+    parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")],
+                        default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=8, help="RL steps per run")
+    parser.add_argument("--questions", type=int, default=16, help="training questions")
+    parser.add_argument("--tasks_per_step", type=int, default=2)
+    parser.add_argument("--eval_questions", type=int, default=16, help="held-out questions")
+    parser.add_argument("--only", type=lambda s: set(s.split(",")), default=None,
+                        help="comma-separated cells (see --list); nothing is summarised")
+    parser.add_argument("--list", action="store_true", help="print the cells and exit")
+    args = parser.parse_args()
+    names = [cell_name(*c) for c in cells(args.seeds)]
+    if args.list:
+        print("\n".join(names))
+        return
+    if args.only and args.only - set(names):
+        sys.exit(f"unknown cells {sorted(args.only - set(names))}; see --list")
+    enable_compilation_cache()
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = run(args)
+    if args.only:
+        return
+    write_csv(results, args.out / "ablate_qa.csv")
+    table = summarise(results, args)
+    (args.out / "ablate_qa.md").write_text(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""qa_search in run configs: its env section, task-side checks and errors naming the field."""
+
+from pathlib import Path
+
+import pytest
+
+from seetjax.envs import registry
+from seetjax.envs.qa_search.env import QASearchEnv
+from seetjax.envs.qa_search.run import QASearchRunConfig
+from seetjax.train_config import build_plan, env_section, load_config_file
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def qa_config():
+    return load_config_file(ROOT / "configs" / "qa_search.py")
+
+
+def test_the_shipped_config_builds_its_plan():
+    plan = build_plan(qa_config())
+    assert isinstance(plan.rollout.env, QASearchRunConfig)
+    assert plan.rollout.reward.kind == "env" and plan.eval_decodings == ()
+    assert plan.eval_splits == ("test",)
+
+
+def test_environments_share_one_retriever_and_load_questions_by_split():
+    section = QASearchRunConfig(world_passages=40, max_hops=2)
+    a, b = registry.make_env(section), registry.make_env(section)
+    assert isinstance(a, QASearchEnv) and a is not b and a.retriever is b.retriever
+    load = registry.spec("qa_search").load_tasks
+    train, test = load(section, {}, "train", 3), load(section, {}, "test", 3)
+    assert [t.split for t in train + test] == ["train"] * 3 + ["test"] * 3
+    assert all(1 <= t.num_hops <= 2 for t in train + test)
+
+
+@pytest.mark.parametrize("override, message", [
+    (("data", "categories", "base"), r"config.data: unknown field\(s\) \['categories'\] for "
+                                     r"env.name='qa_search'"),
+    (("data", "split", "validation"), r"config.data.split: 'validation': the world corpus's "
+                                      r"splits are \('train', 'test'\)"),
+    (("data", "tasks_per_category", 0), "config.data.tasks_per_category=0: the synthetic world"),
+    (("eval", "splits", "train,dev"), "config.eval.splits: 'dev'"),
+    (("eval", "per_category", 0), "config.eval.per_category=0"),
+    (("eval", "decodings", "lenient"), "config.eval.decodings='lenient': environment "
+                                       "'qa_search' reads replies one way"),
+    (("env", "corpus", "wiki"), r"config.env: corpus='wiki': one of \('world', 'web_search'\)"),
+    (("env", "search_budget", 0), "config.env: search_budget=0"),
+    (("env", "max_hops", 5), "config.env: WorldConfig.min_hops=1, max_hops=5"),
+    (("env", "shards", 2), r"config.env: unknown field\(s\) \['shards'\]"),
+])
+def test_bad_qa_configs_fail_with_the_field_named(override, message):
+    config = qa_config()
+    *path, key, value = override
+    section = config
+    for name in path:
+        section = section[name]
+    section[key] = value
+    with pytest.raises(ValueError, match=message):
+        build_plan(config)
+
+
+def test_web_search_has_a_test_split_only():
+    config = qa_config()
+    config.env.corpus = "web_search"
+    config.data.split = "test"
+    build_plan(config)
+    config.data.split = "train"
+    with pytest.raises(ValueError, match=r"config.data.split: 'train': the web_search corpus's "
+                                         r"splits are \('test',\)"):
+        build_plan(config)
+
+
+def test_the_env_reward_needs_an_environment_that_scores_episodes():
+    config = load_config_file(ROOT / "configs" / "tiny.py")
+    config.reward.kind = "env"
+    with pytest.raises(ValueError, match="config.reward.kind='env': environment 'bfcl'"):
+        build_plan(config)
+    with pytest.raises(ValueError, match=r"unknown field\(s\) \['shards'\]"):
+        env_section("qa_search", shards=2)
