@@ -53,9 +53,10 @@ def batches(examples, rows: int, length: int, packing: bool, count: int, pad_id:
 
 
 def seetjax_update(model, data: list):
+    # the pipeline's rows as they come (packed or padded), not repacked by the learner
     learner, state = create_learner(model, learner_config(
-        {"algorithm": "sft", "optimizer": {"learning_rate": LR, "max_grad_norm": MAX_NORM}}),
-        mesh=None)
+        {"algorithm": "sft", "optimizer": {"learning_rate": LR, "max_grad_norm": MAX_NORM},
+         "pack_rows": False}), mesh=None)
     box = {"state": state}
 
     def run(i: int) -> dict:

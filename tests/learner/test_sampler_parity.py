@@ -1,5 +1,6 @@
 """The learner scores sampled tokens exactly as the sampler reported them: single replies, and
-whole SEET rollouts (cut-off replies, retries, hints) on the rows the learner trains on."""
+whole SEET rollouts (cut-off replies, retries, hints) on the rows the learner trains on, through
+the packed rows the update runs the model over (`learner.pack_rows`, on by default)."""
 
 import re
 
@@ -11,6 +12,7 @@ from learner_testlib import make_learner, tiny_model
 from seetjax.batch import TokenSequences
 from seetjax.envs.bfcl import BfclEnvConfig
 from seetjax.envs.bfcl_data import load_tasks
+from seetjax.learner.packing import pack_rows
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.episode import EpisodeLimits
@@ -33,7 +35,9 @@ def test_learner_logprobs_equal_sampler_logprobs():
                                       stop_ids=[-1], sampling=SamplingParams(temperature, top_k=50))
     rows = [p + c.tokens for p, c in zip(prompts, completions)]
     masks = [[0.0] * len(p) + [1.0] * len(c.tokens) for p, c in zip(prompts, completions)]
-    learner_lp = np.asarray(learner.logprobs(state, TokenSequences.from_rows(rows, masks, 32)))
+    seqs = TokenSequences.from_rows(rows, masks, 32)
+    assert learner.config.pack_rows and len(pack_rows(seqs).packing.rows.tokens) < len(rows)
+    learner_lp = np.asarray(learner.logprobs(state, seqs))
     for i, (p, c) in enumerate(zip(prompts, completions)):
         np.testing.assert_allclose(learner_lp[i, len(p):len(p) + len(c.tokens)], c.logprobs,
                                    atol=1e-5)
@@ -66,6 +70,9 @@ def test_rollout_old_logprobs_equal_the_learners_on_the_training_rows(embedded_l
     batch = trajectory_batch(result, pad_id=tokenizer.pad_id, length=2048)
     mask = np.asarray(batch.sequences.loss_mask) > 0
     assert mask.sum() >= 40
+    # the learner runs the model over fewer, packed rows
+    packed = pack_rows(batch.sequences).packing.rows
+    assert learner.config.pack_rows and len(packed.tokens) < len(result.episodes)
     learner_lp = np.asarray(learner.logprobs(state, batch.sequences))
     gap = np.abs(learner_lp - batch.old_logprobs)[mask]
     assert gap.max() <= 1e-4, f"max |sampler - learner| = {gap.max():.3g} nats"

@@ -51,8 +51,10 @@ def test_accumulation_is_not_a_mean_of_means(model):
 
 
 def test_step_compiles_once_and_counts_updates(model):
+    # one-per-row rows: these batches' shapes are equal (packed rows compile once per bucketed
+    # row count: tests/learner/test_packing.py)
     spec = {"algorithm": "dapo", "mini_batches": 2, "micro_batches": 2,
-            "optimizer": {"learning_rate": 1e-3}}
+            "optimizer": {"learning_rate": 1e-3}, "pack_rows": False}
     learner, state = make_learner(model, spec)
     for seed in range(3):
         batch = rl_batch(seed=seed)
