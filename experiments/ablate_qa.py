@@ -61,10 +61,10 @@ CURVES = (("rollout/reward", "rollout reward"), ("rollout/env_f1", "rollout answ
           ("learner/grad_variance", "gradient-estimate variance"))
 
 
-def cells(seeds: list[int]) -> list[tuple[str, float, int]]:
+def cells(seeds: list[int], sweep_seeds: list[int]) -> list[tuple[str, float, int]]:
     """(algorithm, lambda, seed) of every run: the comparison, then the sweep's other lambdas."""
     out = [(a, LAMBDA, s) for a in ALGORITHMS for s in seeds]
-    return out + [(SWEPT, lam, s) for lam in LAMBDAS if lam != LAMBDA for s in seeds]
+    return out + [(SWEPT, lam, s) for lam in LAMBDAS if lam != LAMBDA for s in sweep_seeds]
 
 
 def cell_name(algorithm: str, lam: float, seed: int) -> str:
@@ -81,8 +81,8 @@ def base_config(args) -> object:
     return config
 
 
-def run_cell(algorithm: str, lam: float, seed: int, warm: Path, args) -> dict:
-    """One RL phase from the warm-up model; its start and end figures on held-out questions."""
+def cell_config(algorithm: str, lam: float, seed: int, warm: Path, args) -> object:
+    """The run config of one cell: its RL phase from the warm-up model `warm`."""
     config = base_config(args)
     config.seed = seed
     config.model.path = str(warm)
@@ -90,6 +90,12 @@ def run_cell(algorithm: str, lam: float, seed: int, warm: Path, args) -> dict:
     config.env.search_cost = lam
     for dotted, value in ALGORITHMS[algorithm].items():
         set_field(config, dotted, value)
+    return config
+
+
+def run_cell(algorithm: str, lam: float, seed: int, warm: Path, args) -> dict:
+    """One RL phase from the warm-up model; its start and end figures on held-out questions."""
+    config = cell_config(algorithm, lam, seed, warm, args)
     workdir = args.out / cell_name(algorithm, lam, seed)
     share_start(workdir, lam, seed, args)
     evals = TrainRun(config, workdir).run()["evals"]
@@ -117,7 +123,7 @@ def share_start(workdir: Path, lam: float, seed: int, args) -> None:
 
 
 def run(args) -> list[dict]:
-    grid = cells(args.seeds)
+    grid = cells(args.seeds, args.sweep_seeds)
     if args.only:
         grid = [c for c in grid if cell_name(*c) in args.only]
     warm = warm_up(base_config(args).sft.run, args.out / "sft")
@@ -143,7 +149,8 @@ def summarise(results: list[dict], args) -> str:
     config = base_config(args)
     lines = [f"Command: `python experiments/ablate_qa.py --seeds={','.join(map(str, args.seeds))} "
              f"--steps={args.steps} --questions={args.questions} "
-             f"--tasks_per_step={args.tasks_per_step} --eval_questions={args.eval_questions}`, "
+             f"--tasks_per_step={args.tasks_per_step} --eval_questions={args.eval_questions} "
+             f"--sweep_seeds={','.join(map(str, args.sweep_seeds))}`, "
              f"{datetime.date.today().isoformat()}, {os.cpu_count()}-core CPU. One SFT warm-up "
              f"({config.sft.run.train.steps} steps on {config.sft.run.data.tasks_per_category} "
              "oracle dialogs) shared by every run, then each run's RL phase of "
@@ -160,7 +167,8 @@ def summarise(results: list[dict], args) -> str:
         lines.append(f"| {a} | " + " | ".join(
             mean_std([r[k] for r in mine], ".3g" if "variance" in k else ".3f") for k in keys)
             + " |")
-    lines += ["", f"Search cost sweep ({SWEPT}):", "",
+    lines += ["", f"Search cost sweep ({SWEPT}, seeds {','.join(map(str, args.sweep_seeds))}):",
+              "",
               "| lambda | held-out searches, start | held-out searches, end | end reward | "
               "rollout searches, last 3 steps |", "|---|---|---|---|---|"]
     fig, axes = plt.subplots(1, len(CURVES), figsize=(4.2 * len(CURVES), 3.4))
@@ -176,8 +184,9 @@ def summarise(results: list[dict], args) -> str:
     fig.savefig(args.out / "curves.png", dpi=110)
     fig, ax = plt.subplots(figsize=(4.5, 3.4))
     for lam in LAMBDAS:
-        mine = [r for r in results if r["algorithm"] == SWEPT and r["lambda"] == lam]
-        dirs = [args.out / cell_name(SWEPT, lam, s) for s in args.seeds]
+        mine = [r for r in results if r["algorithm"] == SWEPT and r["lambda"] == lam
+                and r["seed"] in args.sweep_seeds]
+        dirs = [args.out / cell_name(SWEPT, lam, s) for s in args.sweep_seeds]
         recent = curves(dirs, "rollout/env_searches")[-3:]
         lines.append(f"| {lam:g} | {mean_std([r['start_searches'] for r in mine])} | "
                      f"{mean_std([r['end_searches'] for r in mine])} | "
@@ -197,6 +206,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "experiments/results/ablate_qa")
     parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")],
                         default=[0, 1, 2])
+    parser.add_argument("--sweep_seeds", type=lambda s: [int(x) for x in s.split(",")],
+                        default=None, help="seeds of the lambda sweep (default: --seeds)")
     parser.add_argument("--steps", type=int, default=8, help="RL steps per run")
     parser.add_argument("--questions", type=int, default=16, help="training questions")
     parser.add_argument("--tasks_per_step", type=int, default=2)
@@ -205,7 +216,8 @@ def main() -> None:
                         help="comma-separated cells (see --list); nothing is summarised")
     parser.add_argument("--list", action="store_true", help="print the cells and exit")
     args = parser.parse_args()
-    names = [cell_name(*c) for c in cells(args.seeds)]
+    args.sweep_seeds = args.sweep_seeds or args.seeds
+    names = [cell_name(*c) for c in cells(args.seeds, args.sweep_seeds)]
     if args.list:
         print("\n".join(names))
         return
