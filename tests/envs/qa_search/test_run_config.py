@@ -77,3 +77,17 @@ def test_the_env_reward_needs_an_environment_that_scores_episodes():
         build_plan(config)
     with pytest.raises(ValueError, match=r"unknown field\(s\) \['shards'\]"):
         env_section("qa_search", shards=2)
+
+
+def test_the_oracle_sft_source_is_validated_with_its_field_named():
+    from seetjax.sft import validate
+
+    sft = qa_config().sft.run
+    validate(sft)
+    sft.data.tasks_per_category = 0
+    with pytest.raises(ValueError, match="config.data.tasks_per_category=0"):
+        validate(sft)
+    sft.data.tasks_per_category = 4
+    sft.data.qa_search.corpus = "wiki"
+    with pytest.raises(ValueError, match="config.data.qa_search: corpus='wiki'"):
+        validate(sft)
