@@ -38,3 +38,26 @@ def test_the_grid_compares_algorithms_then_sweeps_lambda(ablate):
     names = [ablate.cell_name(*c) for c in ablate.cells([0, 1, 2], [0])]
     assert len(names) == 5 * 3 + 2 and len(set(names)) == len(names)
     assert names[-2:] == ["grpo_l0_s0", "grpo_l0.3_s0"] and "ppo_l0.1_s2" in names
+
+
+def test_summary_tables_and_figures(ablate, tmp_path):
+    import json
+
+    args = Namespace(**vars(ARGS), out=tmp_path, seeds=[0, 1], sweep_seeds=[0])
+    results = []
+    for algorithm, lam, seed in ablate.cells(args.seeds, args.sweep_seeds):
+        workdir = tmp_path / ablate.cell_name(algorithm, lam, seed)
+        workdir.mkdir()
+        rows = [{"step": s, "rollout/reward": 0.1 * s, "rollout/env_f1": 0.0,
+                 "rollout/env_searches": 1.0 - lam, "learner/grad_variance": 0.5,
+                 "learner/grad_norm": 1.0} for s in (1, 2, 3)]
+        (workdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        results.append({"algorithm": algorithm, "lambda": lam, "seed": seed,
+                        **{f"{p}_{k}": 1.0 - lam for p in ("start", "end")
+                           for k in ("reward", "exact_match", "f1", "searches")},
+                        "reward_gain": 0.0, "grad_variance": 0.5, "grad_variance_rel": 0.5,
+                        "updates": 3})
+    table = ablate.summarise(results, args)
+    assert "| grpo | 0.900 +- 0.000 |" in table and "| ppo |" in table
+    assert "| 0.3 | 0.700 +- 0.000 | 0.700 +- 0.000 | 0.700 +- 0.000 | 0.700 |" in table
+    assert (tmp_path / "curves.png").exists() and (tmp_path / "lambda.png").exists()
