@@ -10,4 +10,6 @@
     reward.py      exact match, token F1, format and search cost, each part kept
     env.py         QASearchEnv, the ToolEnv with search(query, k) and answer(text)
     oracle.py      the oracle policy: gold hop queries, then the last hop's answer
+    run.py         in run configs (env.name=qa_search): the section with its corpus, one
+                   retriever per process, the task loader and the task-side checks
 """
