@@ -11,12 +11,20 @@ the idle share of the lock-step batch (row-steps decoded for rows whose reply ha
 There is no peer to run side by side (no other framework runs these SEET episodes), so the
 row is an absolute rate on this machine, with its load.
 
+With `--learner` the timed batches become the learner's input instead, as a training step builds
+it (`trajectory_batch`: the run's row length and counterfactual pairs), and the run config's
+learner update is timed on them packed (`learner.pack_rows`) and with one episode per row, in
+alternating rounds: useful (non-padding) tokens/s of each, the padding share of the rows the model
+runs over, and the two first updates' loss difference.
+
     python experiments/benchmarks/bench_rollout.py [--config configs/tiny.py --tasks 8]
+    python experiments/benchmarks/bench_rollout.py --learner --tasks 2 --rounds 3
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import os
 import statistics
@@ -24,12 +32,17 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import load, pin_threads, record, summary  # noqa: E402
+from harness import alternate, load, pin_threads, record, summary  # noqa: E402
 from report import add_row, cpu_machine  # noqa: E402
 
 TITLE = "Rollouts: the multi-turn SEET loop on a run config (bench_rollout.py)"
 COLUMNS = ["date", "machine", "setting", "episodes/s", "generated tok/s", "sampling share",
            "environment share", "slow-loop share", "idle share of decoding"]
+LEARNER_TITLE = ("Learner on rollout batches: packed rows vs one episode per row "
+                 "(bench_rollout.py --learner)")
+LEARNER_COLUMNS = ["date", "machine", "setting", "packed useful tok/s",
+                   "one-per-row useful tok/s", "speed-up", "padding share packed / one-per-row",
+                   "first-update loss difference"]
 
 
 def main() -> None:
@@ -39,6 +52,8 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=8, help="tasks per batch (x group size)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="CPUs (0: all)")
+    parser.add_argument("--learner", action="store_true",
+                        help="time the learner's update on the batches, packed vs one per row")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
     cpus = pin_threads(args.threads)
@@ -93,6 +108,9 @@ def main() -> None:
                f"{plan.rollout.group_size} samples, stage 3, T={plan.sampling.temperature}, "
                f"decode_chunk {plan.rollout.decode_chunk}, "
                f"{len(cpus)} threads, median of {args.rounds} batches, load {load():.1f}")
+    if args.learner:
+        learner_on(results, plan, model, tokenizer.pad_id, setting, args)
+        return
     record("rollout loop", setting, rates, "-")
     if not args.no_write:
         add_row(TITLE, COLUMNS, [
@@ -100,6 +118,50 @@ def main() -> None:
             f"{rates['episodes'].rate:.2f}", f"{rates['tokens'].rate:,.0f}",
             f"{share['sampling_s']:.0%}", f"{share['environment_s']:.0%}",
             f"{share['slow_loop_s']:.0%}", f"{idle:.0%}"])
+
+
+def learner_on(results, plan, model, pad_id: int, rollout_setting: str, args) -> None:
+    """The run config's learner update over the rollout batches, packed vs one per row."""
+    from seetjax.learner import create_learner
+    from seetjax.rollout.batching import trajectory_batch
+
+    runs, firsts = {}, {}
+    for name, pack in (("packed", True), ("one per row", False)):
+        learner, state = create_learner(model, dataclasses.replace(plan.learner, pack_rows=pack))
+        batches = [trajectory_batch(r, pad_id=pad_id, row_multiple=learner.batch_divisor,
+                                    length=plan.row_length, max_pairs=plan.max_pairs or None,
+                                    pair_seed=(0, i, 0)) for i, r in enumerate(results)]
+        box = {"state": state}
+
+        def run(learner=learner, batches=batches, box=box) -> list[dict]:
+            out = []
+            for batch in batches:
+                box["state"], metrics = learner.update(box["state"], batch)
+                out.append(metrics)
+            return out
+
+        runs[name], firsts[name] = run, run()  # compiles every batch's shapes
+    tokens = sum(m["tokens"] for m in firsts["packed"])
+    times = alternate(runs, args.rounds, warmup=0)
+    rates = {name: summary(t, tokens) for name, t in times.items()}
+    padding = {name: statistics.mean(m["padding_share"] for m in firsts[name]) for name in firsts}
+    loss_gap = abs(firsts["packed"][0]["loss"] - firsts["one per row"][0]["loss"])
+    ratio = f"{rates['packed'].rate / rates['one per row'].rate:.2f}x"
+    print(f"useful tokens/s: packed {rates['packed']}, one per row {rates['one per row']} "
+          f"({ratio}); padding share {padding['packed']:.0%} / {padding['one per row']:.0%}; "
+          f"first-update loss difference {loss_gap:.1e}")
+    cfg = plan.learner
+    setting = (f"{rollout_setting.split(', stage 3')[0]}: {len(results)} rollout batches as "
+               f"training steps build them ({plan.row_length}-token rows, "
+               f"{cfg.micro_batches} micro-batches, {plan.max_pairs} pairs), the config's update "
+               f"({cfg.advantage} + {', '.join(t.name for t in cfg.losses)}), "
+               f"median of {args.rounds} alternating rounds, load {load():.1f}")
+    record("learner on rollout batches", setting, rates, ratio)
+    if not args.no_write:
+        add_row(LEARNER_TITLE, LEARNER_COLUMNS, [
+            datetime.date.today().isoformat(), cpu_machine(), setting, str(rates["packed"]),
+            str(rates["one per row"]), ratio,
+            f"{padding['packed']:.0%} / {padding['one per row']:.0%}", f"{loss_gap:.1e}"])
 
 
 if __name__ == "__main__":
