@@ -89,14 +89,20 @@ def check_data(section: QASearchRunConfig, data: Mapping[str, Any], eval_splits:
     if unknown:
         raise ValueError(f"config.data: unknown field(s) {unknown} for env.name={NAME!r}; known: "
                          f"{list(DATA_FIELDS)}")
+    check_split(section, data["split"], data["tasks_per_category"], "data.split",
+                "data.tasks_per_category")
+    for split in eval_splits:
+        check_split(section, split, eval_count, "eval.splits", "eval.per_category")
+
+
+def check_split(section: QASearchRunConfig, split: str, count: int, split_field: str,
+                count_field: str) -> None:
+    """Fails, naming `split_field` or `count_field`, where loading `count` questions of `split`
+    from the section's corpus would."""
     splits = CORPORA[section.corpus]
-    checks = [("data.split", "data.tasks_per_category", data["split"],
-               data["tasks_per_category"])]
-    checks += [("eval.splits", "eval.per_category", s, eval_count) for s in eval_splits]
-    for split_field, count_field, split, count in checks:
-        if split not in splits:
-            raise ValueError(f"config.{split_field}: {split!r}: the {section.corpus} corpus's "
-                             f"splits are {splits}")
-        if section.corpus == "world" and not count:
-            raise ValueError(f"config.{count_field}={count}: the synthetic world's splits have "
-                             "no end; give a count > 0")
+    if split not in splits:
+        raise ValueError(f"config.{split_field}: {split!r}: the {section.corpus} corpus's "
+                         f"splits are {splits}")
+    if section.corpus == "world" and not count:
+        raise ValueError(f"config.{count_field}={count}: the synthetic world's splits have "
+                         "no end; give a count > 0")

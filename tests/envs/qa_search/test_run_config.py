@@ -91,3 +91,7 @@ def test_the_oracle_sft_source_is_validated_with_its_field_named():
     sft.data.qa_search.corpus = "wiki"
     with pytest.raises(ValueError, match="config.data.qa_search: corpus='wiki'"):
         validate(sft)
+    sft.data.qa_search.corpus = "world"
+    sft.data.eval_split = "validation"
+    with pytest.raises(ValueError, match="config.data.eval_split: 'validation'"):
+        validate(sft)
