@@ -33,10 +33,34 @@ def run_report(name: str, steps: int, seconds: float, milestones: Sequence[Miles
                 for k in STAGE_COLUMNS]
         lines.append(f"| {int(stage)} | {len(mine)} | " + " | ".join(f"{v:.3f}" for v in mean)
                      + " |")
+    lines += role_table(rows)
     lines += time_table(rows)
     lines += ["", f"## {reports.title}", "", reports.markdown(list(final.splits.values())),
               "![curves](curves.png)", ""]
     return "\n".join(lines)
+
+
+# role -> its rollout metrics: reward, format validity, EM (the team's answer, a worker's
+# sub-answer), and per team (coordinator replies, workers)
+ROLE_COLUMNS = {
+    "coordinator": ("reward", "format_validity", "exact_match", "rounds"),
+    "worker": ("reward", "format_validity", "sub_answer_em", "per_team"),
+}
+
+
+def role_table(rows: Sequence[dict]) -> list[str]:
+    """Markdown lines: each role's rollout means over the RL steps of a multi-agent run
+    (`seetjax.rollout.multi_agent`); empty for other runs."""
+    steps = [r for r in rows if r.get("rollout/coordinator_reward") is not None]
+    if not steps:
+        return []
+    lines = ["", "## Per role (multi-agent rollouts)", "",
+             "| role | reward | format validity | EM (answer / sub-answer) | per team "
+             "(replies / workers) |", "|---|---|---|---|---|"]
+    for role, columns in ROLE_COLUMNS.items():
+        means = [np.mean([r[f"rollout/{role}_{c}"] for r in steps]) for c in columns]
+        lines.append(f"| {role} | " + " | ".join(f"{v:.3f}" for v in means) + " |")
+    return lines
 
 
 # (metric, what it covers) of an RL step's wall time, in the order the step spends it

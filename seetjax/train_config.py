@@ -26,6 +26,7 @@ from seetjax.models.lora import ALL_PROJECTIONS
 from seetjax.rewards import AgentRewardConfig, RewardConfig, ShapingConfig
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import RolloutConfig
+from seetjax.rollout.multi_agent import MultiAgentConfig
 from seetjax.sampling import SamplingParams
 from seetjax.seet.config import StageConfig, default_stages
 from seetjax.seet.curriculum import Transition
@@ -141,6 +142,11 @@ def default_config() -> ml_collections.ConfigDict:
     c.rollout = ml_collections.ConfigDict(dict(group_size=8, num_threads=8, decode_chunk=16))
     c.reward = reward_section()  # the reward trained on (seetjax.rewards.RewardConfig)
     c.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0))
+    # Multi-agent QA rollouts (seetjax.rollout.multi_agent.MultiAgentConfig): a coordinator
+    # delegating sub-questions to search-agent workers; needs env.name=qa_search, reward.kind=env
+    # and seet.enabled=False.
+    c.multi_agent = ml_collections.ConfigDict(dict(enabled=False, max_rounds=3,
+                                                   sub_answer_weight=0.5))
     # SFT warm-up (seetjax.sft): `run` is a whole SFT config; its model is this run's.
     c.sft = ml_collections.ConfigDict(dict(enabled=False, run=ml_collections.ConfigDict()))
     # seetjax.learner.learner_config fields.
@@ -181,6 +187,7 @@ class Plan:
     eval_decodings: tuple[str, ...]  # () for an environment that reads replies one way
     seet: bool  # False: plain RL, no SEET mechanics (one standard stage, no counterfactual)
     max_pairs: int  # counterfactual pairs per process per step (0: none)
+    multi_agent: MultiAgentConfig | None = None  # None: single-agent rollouts
 
     @property
     def row_length(self) -> int:
@@ -235,7 +242,27 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
         from seetjax.sft import validate as validate_sft  # the SFT data side, only when used
         field("sft.run", lambda: validate_sft(config.sft.run))
     return Plan(stages, transitions, learner, rollout, sampling, eval_rollout, eval_splits,
-                eval_decodings, seet, max_pairs)
+                eval_decodings, seet, max_pairs, _multi_agent(config, spec.name, rollout))
+
+
+def _multi_agent(config: ml_collections.ConfigDict, env_name: str,
+                 rollout: RolloutConfig) -> MultiAgentConfig | None:
+    """`config.multi_agent` validated (None when disabled or absent): teams play the QA
+    environment, are rewarded with their credits (reward.kind "env") and without SEET."""
+    if "multi_agent" not in config:
+        return None
+    team = as_dataclass(MultiAgentConfig, config.multi_agent.to_dict(), "multi_agent")
+    if not team.enabled:
+        return None
+    for wrong, why in ((env_name != "qa_search", f"env.name={env_name!r}: teams play the "
+                        "qa_search environment"),
+                       (rollout.reward.kind != "env", f"reward.kind={rollout.reward.kind!r}: "
+                        "teams are trained on their credits, reward.kind='env'"),
+                       (config.seet.enabled, "seet.enabled=True: SEET's mechanics do not apply "
+                        "to teams; set seet.enabled=False")):
+        if wrong:
+            raise ValueError(f"config.multi_agent.enabled=True with config.{why}")
+    return team
 
 
 def _eval_decodings(config: ml_collections.ConfigDict, env: Any) -> tuple[str, ...]:

@@ -47,6 +47,7 @@ from seetjax.models.transformer import Transformer
 from seetjax.plots import plot_curves, read_metrics
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.loop import Rollout, RolloutResult, SamplerPolicy
+from seetjax.rollout.multi_agent import MultiAgentRollout
 from seetjax.rollout.preferences import rollout_preferences
 from seetjax.run_report import run_report
 from seetjax.sampling import Sampler, SamplingParams
@@ -176,7 +177,8 @@ class TrainRun:
         self.sampler = Sampler(self.learner.model(state), pad_id=self.tokenizer.pad_id,
                                mesh=self.sample_mesh)
         self.pool = AnchorPool(config.seet.anchors.capacity, config.seet.anchors.max_age or None)
-        self.rollout = Rollout(self.tokenizer, plan.rollout, self.pool)
+        self.rollout = (MultiAgentRollout(self.tokenizer, plan.rollout, plan.multi_agent)
+                        if plan.multi_agent else Rollout(self.tokenizer, plan.rollout, self.pool))
         self.curriculum = Curriculum(plan.stages, plan.transitions)
         self.checkpointer = Checkpointer(self.workdir / "checkpoints",
                                          keep_last=config.train.keep_checkpoints)

@@ -38,6 +38,16 @@ class Segment:
         return self.kind == "reply" and self.in_training and not self.masked
 
 
+def reply_text(tokenizer: Tokenizer, ids: Sequence[int], stopped: bool) -> str:
+    """The text of a sampled reply: its ids less the stop token a stopped reply ends with."""
+    body = list(ids)
+    if stopped:
+        if not body or body[-1] not in tokenizer.stop_ids:
+            raise ValueError("a stopped reply must end with a stop token")
+        body = body[:-1]
+    return tokenizer.decode(body)
+
+
 class Conversation:
     """One episode's segments and the messages they render (for the template's continuations)."""
 
@@ -60,12 +70,7 @@ class Conversation:
         `add_observations` hands it to the sampler first). Returns the reply's text."""
         if len(ids) != len(logprobs):
             raise ValueError(f"reply has {len(ids)} ids but {len(logprobs)} logprobs")
-        body = list(ids)
-        if stopped:
-            if not body or body[-1] not in self.tokenizer.stop_ids:
-                raise ValueError("a stopped reply must end with a stop token")
-            body = body[:-1]
-        text = self.tokenizer.decode(body)
+        text = reply_text(self.tokenizer, ids, stopped)
         self.segments.append(Segment(list(ids), "reply", list(logprobs)))
         if not stopped:
             self.segments.append(Segment([self.tokenizer.reply_end_id], "closing"))

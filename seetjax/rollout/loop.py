@@ -145,6 +145,11 @@ class PlayTimes:
         self.reply_tokens += sum(lengths)
         self.row_steps += len(lengths) * max(lengths, default=0)
 
+    def add(self, other: PlayTimes) -> None:
+        """Adds `other`'s times and counts (rollouts made of several plays)."""
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
     def metrics(self) -> dict[str, float]:
         return {"sampling_s": self.sampling_s, "environment_s": self.environment_s,
                 "slow_loop_s": self.slow_loop_s, "policy_calls": float(self.policy_calls),

@@ -135,10 +135,11 @@ def tool_docs(config: QASearchConfig) -> list[dict[str, Any]]:
     ]
 
 
-def system_prompt(config: QASearchConfig) -> str:
-    """The task's instructions, then (compact style) the tools and the call format
-    (`prompts.compact_system_prompt`); the native style shows tools through the chat template."""
-    intro = (f"Answer the user's question from a document collection. search(query, k) returns "
+def system_prompt(config: QASearchConfig, role: str = "") -> str:
+    """`role` (an agent's role in a team, if any), the task's instructions, then (compact style)
+    the tools and the call format (`prompts.compact_system_prompt`); the native style shows
+    tools through the chat template."""
+    intro = role + (f"Answer the user's question from a document collection. search(query, k) returns "
              f"passages; you may search at most {config.search_budget} times. A question may need "
              "several searches, each built on what the last one found. Give the final answer "
              "with answer(text=...), as short as possible: a name, a year or a few words.")
@@ -183,14 +184,15 @@ class SearchTools:
 class QASearchEnv:
     """One QA search episode at a time (see the module docstring and `ToolEnv`). The retriever
     is shared by every episode: build it once (`PassageRetriever(passages, config.retrieval)`,
-    or `from_passages`)."""
+    or `from_passages`). `role` opens the system prompt (a worker's, `seetjax.rollout.multi_agent`)."""
 
-    def __init__(self, retriever: PassageRetriever, config: QASearchConfig | None = None):
+    def __init__(self, retriever: PassageRetriever, config: QASearchConfig | None = None,
+                 role: str = ""):
         self.config = config or QASearchConfig()
         self.retriever = retriever
         self._docs = tool_docs(self.config)
         self._schemas = {d["name"]: ToolSchema.from_doc(d) for d in self._docs}
-        self._system = system_prompt(self.config)
+        self._system = system_prompt(self.config, role)
         self._task: QATask | None = None
         self.done = False
 

@@ -1,0 +1,22 @@
+"""Multi-agent rollouts on the QA search environment: a coordinator delegates each hop of a
+question to a worker search agent and composes the answer (`seetjax.rollout.multi_agent`); one
+shared policy plays both roles, each reply trained in its agent's own row under its role's credit
+(the team's QA reward, plus a worker's sub-answer bonus). configs/qa_search.py otherwise: the same
+oracle-dialog SFT warm-up (single-agent dialogs: it teaches searching, not coordinating) and the
+same held-out evaluation (single-agent episodes).
+
+    python launch/train.py --config=configs/qa_multi_agent.py --workdir=runs/qa_team
+"""
+
+from pathlib import Path
+
+from seetjax.train_config import load_config_file
+
+
+def get_config():
+    config = load_config_file(Path(__file__).with_name("qa_search.py"))
+    config.env.max_hops = 2  # questions worth splitting
+    config.multi_agent.enabled = True
+    config.multi_agent.max_rounds = 3  # up to two delegations, then the answer
+    config.multi_agent.sub_answer_weight = 0.5
+    return config
