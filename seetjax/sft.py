@@ -41,7 +41,6 @@ from seetjax.data.single_turn_dialogs import SingleTurnReport, check_settings, s
 from seetjax.envs.bfcl import BfclEnvConfig
 from seetjax.envs.qa_search.run import NAME as QA_SOURCE
 from seetjax.envs.qa_search.run import QASearchRunConfig
-from seetjax.envs.qa_search.run import check_data as qa_check_data
 from seetjax.envs.qa_search.run import check_split as qa_check_split
 from seetjax.envs.task_source import SOURCES, source_of
 from seetjax.learner import create_learner, learner_config
@@ -155,11 +154,10 @@ def validate(config: ml_collections.ConfigDict) -> None:
                          f"{(*SOURCES, 'jsonl', QA_SOURCE)}")
     if data.source == QA_SOURCE:
         section = qa_section(data)
-        qa_check_data(section, {"split": data.split,
-                                "tasks_per_category": data.tasks_per_category}, [], 0)
-        if data.eval_split:
-            qa_check_split(section, data.eval_split, data.tasks_per_category, "data.eval_split",
-                           "data.tasks_per_category")
+        for split, name in ((data.split, "data.split"), (data.eval_split, "data.eval_split")):
+            if split:
+                qa_check_split(section, split, data.tasks_per_category, name,
+                               "data.tasks_per_category")
     elif data.source != "jsonl":
         source = source_of(data)
         for split in (data.split, data.eval_split):

@@ -88,6 +88,9 @@ def default_sft_config() -> ml_collections.ConfigDict:
     config.learner.optimizer.weight_decay = 0.01
     config.learner.optimizer.max_grad_norm = 1.0
     config.learner.lora = lora_section()  # rank 0: full fine-tuning
+    # The pipeline packs rows already (data.packing); the learner repacking them would only
+    # copy rows on the host and gather outputs in the step.
+    config.learner.pack_rows = False
 
     config.train = ml_collections.ConfigDict()
     config.train.steps = 300  # updates per stage
