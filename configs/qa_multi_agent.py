@@ -3,7 +3,8 @@ question to a worker search agent and composes the answer (`seetjax.rollout.mult
 shared policy plays both roles, each reply trained in its agent's own row under its role's credit
 (the team's QA reward, plus a worker's sub-answer bonus). configs/qa_search.py otherwise: the same
 oracle-dialog SFT warm-up (single-agent dialogs: it teaches searching, not coordinating) and the
-same held-out evaluation (single-agent episodes).
+same held-out evaluation (single-agent episodes). --config.multi_agent.separate_params=True gives
+each role a parameter set of its own (seetjax.policy_states).
 
     python launch/train.py --config=configs/qa_multi_agent.py --workdir=runs/qa_team
 """

@@ -31,7 +31,8 @@ PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
                                        "rollout/interceptions")),
     ("anchors used, by source", ("rollout/anchors_peer", "rollout/anchors_historical",
                                  "rollout/anchors_induced")),
-    ("loss", ("learner/loss", "learner/cf_nll")),
+    ("loss", ("learner/loss", "learner/cf_nll", "learner/coordinator_loss",
+              "learner/worker_loss")),
 )
 
 

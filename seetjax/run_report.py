@@ -50,16 +50,24 @@ ROLE_COLUMNS = {
 
 def role_table(rows: Sequence[dict]) -> list[str]:
     """Markdown lines: each role's rollout means over the RL steps of a multi-agent run
-    (`seetjax.rollout.multi_agent`); empty for other runs."""
+    (`seetjax.rollout.multi_agent`), and where each role trains its own parameters
+    (`multi_agent.separate_params`) its updates and their mean loss; empty for other runs."""
     steps = [r for r in rows if r.get("rollout/coordinator_reward") is not None]
     if not steps:
         return []
+    separate = any(f"learner/{role}_{k}" in r for r in steps for role in ROLE_COLUMNS
+                   for k in ("loss", "no_signal"))
     lines = ["", "## Per role (multi-agent rollouts)", "",
              "| role | reward | format validity | EM (answer / sub-answer) | per team "
-             "(replies / workers) |", "|---|---|---|---|---|"]
+             "(replies / workers) |" + (" updates | loss |" if separate else ""),
+             "|---|---|---|---|---|" + ("---|---|" if separate else "")]
     for role, columns in ROLE_COLUMNS.items():
         means = [np.mean([r[f"rollout/{role}_{c}"] for r in steps]) for c in columns]
-        lines.append(f"| {role} | " + " | ".join(f"{v:.3f}" for v in means) + " |")
+        row = f"| {role} | " + " | ".join(f"{v:.3f}" for v in means) + " |"
+        if separate:
+            losses = [r[f"learner/{role}_loss"] for r in steps if f"learner/{role}_loss" in r]
+            row += f" {len(losses)} | " + (f"{np.mean(losses):.4f} |" if losses else "- |")
+        lines.append(row)
     return lines
 
 

@@ -26,7 +26,7 @@ from seetjax.models.lora import ALL_PROJECTIONS
 from seetjax.rewards import AgentRewardConfig, RewardConfig, ShapingConfig
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import RolloutConfig
-from seetjax.rollout.multi_agent import MultiAgentConfig
+from seetjax.rollout.multi_agent import ROLES, MultiAgentConfig
 from seetjax.sampling import SamplingParams
 from seetjax.seet.config import StageConfig, default_stages
 from seetjax.seet.curriculum import Transition
@@ -144,9 +144,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0))
     # Multi-agent QA rollouts (seetjax.rollout.multi_agent.MultiAgentConfig): a coordinator
     # delegating sub-questions to search-agent workers; needs env.name=qa_search, reward.kind=env
-    # and seet.enabled=False.
+    # and seet.enabled=False; separate_params: a parameter set (and optimizer state) per role.
     c.multi_agent = ml_collections.ConfigDict(dict(enabled=False, max_rounds=3,
-                                                   sub_answer_weight=0.5))
+                                                   sub_answer_weight=0.5, separate_params=False))
     # SFT warm-up (seetjax.sft): `run` is a whole SFT config; its model is this run's.
     c.sft = ml_collections.ConfigDict(dict(enabled=False, run=ml_collections.ConfigDict()))
     # seetjax.learner.learner_config fields.
@@ -195,6 +195,12 @@ class Plan:
         and step, always fit (seetjax.rollout.episode.EpisodeLimits), rounded up to 128."""
         limits = self.rollout.limits
         return -(-(limits.max_episode_tokens + limits.max_reply_tokens) // 128) * 128
+
+    @property
+    def param_roles(self) -> tuple[str, ...]:
+        """The roles that train parameter sets of their own (`multi_agent.separate_params`);
+        () when one policy plays every role."""
+        return ROLES if self.multi_agent and self.multi_agent.separate_params else ()
 
 
 def build_plan(config: ml_collections.ConfigDict) -> Plan:
@@ -253,6 +259,10 @@ def _multi_agent(config: ml_collections.ConfigDict, env_name: str,
         return None
     team = as_dataclass(MultiAgentConfig, config.multi_agent.to_dict(), "multi_agent")
     if not team.enabled:
+        if team.separate_params:
+            raise ValueError("config.multi_agent.separate_params=True with "
+                             "multi_agent.enabled=False: only a multi-agent run has roles to "
+                             "give parameter sets of their own")
         return None
     for wrong, why in ((env_name != "qa_search", f"env.name={env_name!r}: teams play the "
                         "qa_search environment"),

@@ -23,7 +23,6 @@ import jax
 import ml_collections
 import numpy as np
 from flax import nnx
-from jax.experimental import multihost_utils
 from tqdm import tqdm
 
 from seetjax import sharding
@@ -35,16 +34,11 @@ from seetjax.eval.reports import split_reports
 from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.metrics import MetricsWriter
-from seetjax.models.hf import (
-    load_hf_checkpoint,
-    load_options,
-    save_hf_checkpoint,
-    save_lora_adapter,
-)
-from seetjax.models.lora import has_lora
+from seetjax.models.hf import load_hf_checkpoint, load_options
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.models.transformer import Transformer
 from seetjax.plots import plot_curves, read_metrics
+from seetjax.policy_states import EVAL_ROLE, PolicyStates
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.loop import Rollout, RolloutResult, SamplerPolicy
 from seetjax.rollout.multi_agent import MultiAgentRollout
@@ -169,40 +163,32 @@ class TrainRun:
         self.tokenizer = Tokenizer.from_pretrained(model_path)
         model = load_hf_checkpoint(model_path, **load_options(config.model),
                                    value_head=plan.learner.term("value") is not None)
-        self.learner, state = create_learner(model, plan.learner, seed=config.seed)
-        # Each process samples its own episodes on its own devices (the learner's mesh when
-        # there is one process: then sampler and learner share the parameter arrays).
-        self.sample_mesh = (self.learner.mesh if jax.process_count() == 1
-                            else sharding.make_mesh(devices=jax.local_devices()))
-        self.sampler = Sampler(self.learner.model(state), pad_id=self.tokenizer.pad_id,
-                               mesh=self.sample_mesh)
+        learner, state = create_learner(model, plan.learner, seed=config.seed)
+        self.policies = PolicyStates(learner, state, plan.param_roles)
+        self.sampler = Sampler(learner.model(state), pad_id=self.tokenizer.pad_id,
+                               mesh=self.policies.sample_mesh)
         self.pool = AnchorPool(config.seet.anchors.capacity, config.seet.anchors.max_age or None)
         self.rollout = (MultiAgentRollout(self.tokenizer, plan.rollout, plan.multi_agent)
                         if plan.multi_agent else Rollout(self.tokenizer, plan.rollout, self.pool))
         self.curriculum = Curriculum(plan.stages, plan.transitions)
         self.checkpointer = Checkpointer(self.workdir / "checkpoints",
                                          keep_last=config.train.keep_checkpoints)
-        self.state, self.step = state, 0
+        self.step = 0
         self._resume()  # before the writer opens metrics.jsonl: it may rewrite it
         self.writer = MetricsWriter(self.workdir)
 
     def _rl_step(self, step: int) -> dict[str, float]:
         stage = self.curriculum.stage
         tasks = self._tasks_for(step)
-        policy = SamplerPolicy(self.sampler, self._sampling_params(), self.plan.sampling,
-                               self.tokenizer.stop_ids,
-                               jax.random.fold_in(jax.random.key(self.config.seed), step))
+        policy = self.policies.rollout_policy(
+            lambda params, key: SamplerPolicy(self.sampler, params, self.plan.sampling,
+                                              self.tokenizer.stop_ids, key),
+            jax.random.fold_in(jax.random.key(self.config.seed), step))
         started = time.perf_counter()
         result = self.rollout(tasks, policy, stage, self.curriculum.progress, step,
                               seed=self.config.seed * 7919 + step * 131 + jax.process_index())
         rolled = time.perf_counter()
-        batch = self._batch(result, step)
-        counts = self._record_counts(result, batch)  # before the update may consume the batch
-        batched = time.perf_counter()
-        if mean_over_processes({"signal": float(self._has_signal(result))})["signal"] > 0:
-            self.state, learned = self.learner.update(self.state, batch)
-        else:  # every gradient would be zero: save the step's compute (DAPO's dynamic sampling)
-            learned = {"no_signal": 1.0}
+        learned, counts, batched = self._learn(result, step)
         learned_at = time.perf_counter()
         times = {"rollout_s": rolled - started, "batch_s": batched - rolled,
                  "learn_s": learned_at - batched,
@@ -235,8 +221,27 @@ class TrainRun:
             picked.append(self.tasks[order[position]])
         return picked
 
+    def _learn(self, result: RolloutResult, step: int) -> tuple[dict[str, float],
+                                                                dict[str, float], float]:
+        """Each parameter set's update on its episodes of `result` (`PolicyStates.parts`): the
+        learner metrics (named by role when the sets are separate), the record counts, and
+        when the batches were ready (`time.perf_counter()`)."""
+        parts = self.policies.parts(result)
+        batches = {role: self._batch(part, step) for role, part in parts.items() if part.episodes}
+        counts = self._record_counts(result, *batches.values())  # before an update consumes them
+        batched = time.perf_counter()
+        learned = {}
+        for role, part in parts.items():
+            signal = role in batches and self._has_signal(part)
+            if mean_over_processes({"signal": float(signal)})["signal"] > 0:
+                metrics = self.policies.update(role, batches[role])
+            else:  # every gradient would be zero: save the compute (DAPO's dynamic sampling)
+                metrics = {"no_signal": 1.0}
+            learned.update(self.policies.named(role, metrics))
+        return learned, counts, batched
+
     def _batch(self, result: RolloutResult, step: int):
-        divisor = max(1, self.learner.batch_divisor // jax.process_count())
+        divisor = max(1, self.policies.learner.batch_divisor // jax.process_count())
         if self.plan.learner.term("dpo") is not None:
             return rollout_preferences(result, self.tokenizer.pad_id, divisor,
                                        self.plan.row_length)
@@ -246,11 +251,12 @@ class TrainRun:
                                 length=self.plan.row_length, max_pairs=self.plan.max_pairs or None,
                                 pair_seed=(self.config.seed, step, jax.process_index()))
 
-    def _record_counts(self, result: RolloutResult, batch) -> dict[str, float]:
-        """Counterfactual records the slow loop produced vs those trained on this step (a DPO
-        batch's pairs are not records)."""
-        pairs = None if self.plan.learner.term("dpo") is not None else batch.pairs
-        trained = 0.0 if pairs is None else float(np.asarray(pairs.weights).sum())
+    def _record_counts(self, result: RolloutResult, *batches) -> dict[str, float]:
+        """Counterfactual records the slow loop produced vs those trained on this step, in the
+        step's `batches` (a DPO batch's pairs are not records)."""
+        dpo = self.plan.learner.term("dpo") is not None
+        trained = sum((float(np.asarray(b.pairs.weights).sum()) for b in batches
+                       if not dpo and b.pairs is not None), 0.0)
         return {"records_available": float(len(result.records)), "records_trained": trained}
 
     def _has_signal(self, result: RolloutResult) -> bool:
@@ -273,19 +279,10 @@ class TrainRun:
 
     # ---------------------------------------------------------------- evaluation
 
-    def _sampling_params(self) -> Any:
-        """The current parameters where this process samples: the learner's own arrays on one
-        process; on several, gathered and placed on the local devices (the weight sync of
-        multi-host RL: its cost grows with the model, not with the batch)."""
-        params = self.learner.sampling_params(self.state)
-        if jax.process_count() == 1:
-            return params
-        host = multihost_utils.process_allgather(params, tiled=True)
-        return sharding.shard_state(host, self.sample_mesh)
-
     def _policy(self, greedy: bool = True) -> SamplerPolicy:
+        """The evaluation's policy (with separate sets, the `EVAL_ROLE`'s parameters)."""
         sampling = SamplingParams(temperature=0.0) if greedy else self.plan.sampling
-        return SamplerPolicy(self.sampler, self._sampling_params(), sampling,
+        return SamplerPolicy(self.sampler, self.policies.sampling_params(), sampling,
                              self.tokenizer.stop_ids, jax.random.key(self.config.seed))
 
     def _eval_train(self) -> dict[str, float]:
@@ -304,11 +301,7 @@ class TrainRun:
         milestones = (*milestones, final)
         self.writer.write(self.step, final.metrics())
         self.writer.flush()
-        model = self.learner.model(self.state)
-        save_hf_checkpoint(model, self.workdir / "model", tokenizer=self.tokenizer)
-        if has_lora(model):  # adapters merged above; alone here, for PEFT
-            save_lora_adapter(model, self.workdir / "adapter",
-                              base_model_name_or_path=self.config.model.path or None)
+        self.policies.export(self.workdir, self.tokenizer, self.config.model.path or None)
         summary = {"evals": {m.name: m.to_json() for m in milestones}, "seconds": seconds}
         if jax.process_index() == 0:
             (self.workdir / "evals" / "after_rl.json").write_text(json.dumps(final.to_json()))
@@ -324,7 +317,7 @@ class TrainRun:
 
     def _save(self) -> None:
         caller = {"step": self.step, "curriculum": self.curriculum.state_dict()}
-        self.checkpointer.save(self.step, self.state, caller_state=caller)
+        self.checkpointer.save(self.step, self.policies.checkpointed, caller_state=caller)
         pool = self.workdir / "anchors" / f"{self.step}.p{jax.process_index()}.json"
         pool.parent.mkdir(exist_ok=True)
         pool.with_suffix(".tmp").write_text(json.dumps(self.pool.state_dict()))
@@ -332,13 +325,14 @@ class TrainRun:
 
     def _resume(self) -> bool:
         """Restores the latest checkpoint, if any; returns whether there was one."""
-        restored = self.checkpointer.restore_intact(self.state)
+        restored = self.checkpointer.restore_intact(self.policies.checkpointed)
         metrics = self.workdir / "metrics.jsonl"
         if restored is None:
             if metrics.exists() and jax.process_index() == 0:
                 metrics.unlink()  # a run that never checkpointed starts over
             return False
-        self.state, caller, step = restored
+        states, caller, step = restored
+        self.policies.restore(states)
         self.step = caller["step"]
         self.curriculum.load_state_dict(caller["curriculum"])
         pool = self.workdir / "anchors" / f"{step}.p{jax.process_index()}.json"
@@ -354,9 +348,10 @@ def train(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> dict
     return TrainRun(config, workdir).run()
 
 
-def restore_run(workdir: str | os.PathLike, step: int | None = None
+def restore_run(workdir: str | os.PathLike, step: int | None = None, role: str = EVAL_ROLE
                 ) -> tuple[Transformer, Tokenizer, Plan]:
-    """A run's model at checkpoint `step` (default: the latest), its tokenizer and its plan."""
+    """A run's model at checkpoint `step` (default: the latest), its tokenizer and its plan;
+    `role`'s model when each role has its own parameters."""
     workdir = Path(workdir)
     config = ml_collections.ConfigDict(json.loads((workdir / "config.json").read_text()))
     plan = build_plan(config)
@@ -366,12 +361,13 @@ def restore_run(workdir: str | os.PathLike, step: int | None = None
                                value_head=plan.learner.term("value") is not None)
     learner, state = create_learner(model, plan.learner, seed=config.seed,
                                     mesh=sharding.make_mesh(1, 1, 1, jax.devices()[:1]))
+    policies = PolicyStates(learner, state, plan.param_roles)
     checkpoints = Checkpointer(workdir / "checkpoints")
     if step is None:
-        restored = checkpoints.restore_intact(state)
+        restored = checkpoints.restore_intact(policies.checkpointed)
         if restored is None:
             raise FileNotFoundError(f"no intact checkpoint in {workdir / 'checkpoints'}")
-        state = restored[0]
+        policies.restore(restored[0])
     else:
-        state, _ = checkpoints.restore(state, step)
-    return learner.model(state), Tokenizer.from_pretrained(start), plan
+        policies.restore(checkpoints.restore(policies.checkpointed, step)[0])
+    return policies.model(role), Tokenizer.from_pretrained(start), plan

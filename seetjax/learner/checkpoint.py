@@ -7,13 +7,16 @@ moment resumes from its last complete one; one damaged after it was written (a t
 deleted file) is set aside and the one before it restored (`restore_intact`). Retention keeps the
 last `keep_last` checkpoints and, with `best_metric`, also the `keep_best` best ones by that
 metric. Frozen parts (LoRA base, reference model) are not saved: they come from the model the
-learner was created from. A state whose parameters are not finite is never saved.
+learner was created from. A state whose parameters are not finite is never saved. A checkpoint
+holds one `TrainState` or several by name (`{"coordinator": ..., "worker": ...}`: a run training
+a parameter set per role); it restores into a template of the same form.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -27,6 +30,8 @@ log = logging.getLogger(__name__)
 
 # The TrainState fields a checkpoint holds.
 SAVED_FIELDS = ("step", "params", "opt_state", "rng", "skipped")
+# What a checkpoint holds: one state, or states by name.
+States = TrainState | Mapping[str, TrainState]
 
 
 @jax.jit
@@ -36,12 +41,25 @@ def _all_finite(tree: Any) -> jax.Array:
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
 
 
-def _saved(state: TrainState) -> dict[str, Any]:
-    return {name: getattr(state, name) for name in SAVED_FIELDS}
+def _saved(state: States) -> dict[str, Any]:
+    if isinstance(state, TrainState):
+        return {name: getattr(state, name) for name in SAVED_FIELDS}
+    return {name: _saved(s) for name, s in state.items()}
+
+
+def _restored(template: States, saved: dict[str, Any]) -> States:
+    if isinstance(template, TrainState):
+        return template.replace(**saved)
+    return {name: _restored(s, saved[name]) for name, s in template.items()}
+
+
+def _params(state: States) -> Any:
+    return state.params if isinstance(state, TrainState) else [s.params for s in state.values()]
 
 
 class Checkpointer:
-    """Saves and restores `TrainState`s under `directory` (one sub-directory per step)."""
+    """Saves and restores `TrainState`s (or `States`) under `directory` (one sub-directory per
+    step)."""
 
     def __init__(self, directory: str | os.PathLike, *, keep_last: int = 3, keep_best: int = 0,
                  best_metric: str | None = None, best_mode: str = "max",
@@ -68,12 +86,12 @@ class Checkpointer:
         # orbax wants absolute paths; a run started in a relative workdir must still save.
         self._manager = ocp.CheckpointManager(os.path.abspath(directory), options=options)
 
-    def save(self, step: int, state: TrainState, *, caller_state: dict | None = None,
+    def save(self, step: int, state: States, *, caller_state: dict | None = None,
              metrics: dict[str, float] | None = None) -> bool:
         """Starts saving `state` as checkpoint `step`; returns False (and saves nothing) when
         its parameters are not finite. `metrics` rank checkpoints for keep-best (they must hold
         `best_metric`)."""
-        if not bool(_all_finite(state.params)):
+        if not bool(_all_finite(_params(state))):
             log.error("checkpoint %d not saved: the parameters are not finite", step)
             return False
         if self.best_metric is not None and (metrics is None or self.best_metric not in metrics):
@@ -82,7 +100,7 @@ class Checkpointer:
                                   caller=ocp.args.JsonSave(caller_state or {}))
         return self._manager.save(step, args=args, metrics=metrics, force=True)
 
-    def restore(self, template: TrainState, step: int | None = None) -> tuple[TrainState, dict]:
+    def restore(self, template: States, step: int | None = None) -> tuple[States, dict]:
         """(state, caller_state) of checkpoint `step` (default: the latest). `template` gives the
         structure, shardings and the frozen parts (e.g. a fresh `create_learner` state)."""
         step = self.latest_step() if step is None else step
@@ -93,9 +111,9 @@ class Checkpointer:
             _saved(template))
         restored = self._manager.restore(step, args=ocp.args.Composite(
             state=ocp.args.StandardRestore(abstract), caller=ocp.args.JsonRestore()))
-        return template.replace(**restored["state"]), dict(restored["caller"] or {})
+        return _restored(template, restored["state"]), dict(restored["caller"] or {})
 
-    def restore_intact(self, template: TrainState) -> tuple[TrainState, dict, int] | None:
+    def restore_intact(self, template: States) -> tuple[States, dict, int] | None:
         """(state, caller_state, step) of the newest checkpoint that restores, or None when there
         is none. A damaged one (a truncated or missing file, empty metadata: whatever fails to
         read) is moved aside to `damaged-<step>` for inspection, with a warning naming it, and

@@ -4,7 +4,9 @@ Each sample of a question is a team. The coordinator (`seetjax.rollout.coordinat
 question, delegates one sub-question per round to a worker, a search agent on the QA environment
 (its own episode, `WorkerEnv`), reads the worker's answer, and ends with the team's answer; at
 most `max_rounds` coordinator replies. One shared policy plays every role, conditioned on the
-role's system prompt (separate parameter sets per role are not implemented).
+role's system prompt, or each role (`ROLES`) has a policy of its own (`separate_params`: the
+caller passes a policy per role, and trains each role's parameters on that role's episodes,
+`TeamResult.by_role`).
 
 A round: every live coordinator replies (one policy call over their contexts), the delegated
 sub-questions are played as worker episodes (`Rollout.play`, all of the round's workers in one
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -36,20 +38,25 @@ from seetjax.rollout.loop import PlayTimes, Policy, Rollout, RolloutConfig, Roll
 from seetjax.sampling import Completion
 from seetjax.seet.config import StageConfig
 
+ROLES = ("coordinator", "worker")
+
 
 @dataclasses.dataclass(frozen=True)
 class MultiAgentConfig:
     """enabled: rollouts are teams; max_rounds: coordinator replies per team (delegations are
     at most max_rounds - 1: the last reply must answer); sub_answer_weight: a worker's bonus for
-    a correct sub-answer (`seetjax.rollout.credit`)."""
+    a correct sub-answer (`seetjax.rollout.credit`); separate_params: each role trains a
+    parameter set (and optimizer state) of its own instead of sharing one policy."""
 
     enabled: bool = False
     max_rounds: int = 3
     sub_answer_weight: float = 0.5
+    separate_params: bool = False
 
     def __post_init__(self):
-        if not isinstance(self.enabled, bool):
-            raise ValueError(f"enabled={self.enabled!r}: must be True or False")
+        for name in ("enabled", "separate_params"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}={getattr(self, name)!r}: must be True or False")
         if not isinstance(self.max_rounds, int) or isinstance(self.max_rounds, bool) or \
                 self.max_rounds < 1:
             raise ValueError(f"max_rounds={self.max_rounds!r}: must be an integer >= 1")
@@ -104,6 +111,14 @@ class TeamResult(RolloutResult):
         """`RolloutResult.stats` over all episodes, plus per-role means (`role_stats`)."""
         return {**super().stats(), **role_stats(self.teams)}
 
+    def by_role(self) -> dict[str, RolloutResult]:
+        """Each role's episodes as a result of its own (its rewards and groups only): the rows
+        one role's parameters train on when each role has its own."""
+        coordinators = [t.coordinator for t in self.teams]
+        workers = [w for t in self.teams for w in t.workers]
+        return {role: RolloutResult(episodes, [], {}, self.reward)
+                for role, episodes in zip(ROLES, (coordinators, workers))}
+
 
 def role_stats(teams: Sequence[Team]) -> dict[str, float]:
     """Per role: its reward (credit) and format validity; the coordinators' answer EM, F1 and
@@ -135,8 +150,8 @@ def role_stats(teams: Sequence[Team]) -> dict[str, float]:
 
 
 class MultiAgentRollout:
-    """Plays teams for a batch of questions with one shared policy (see the module docstring).
-    `config.env` is a qa_search section and `config.reward.kind` "env" (the credits)."""
+    """Plays teams for a batch of questions (see the module docstring). `config.env` is a
+    qa_search section and `config.reward.kind` "env" (the credits)."""
 
     def __init__(self, tokenizer: Tokenizer, config: RolloutConfig, team: MultiAgentConfig):
         self.tokenizer, self.config, self.team = tokenizer, config, team
@@ -154,15 +169,19 @@ class MultiAgentRollout:
                                               self.config.limits, seed=own), own))
         return out
 
-    def __call__(self, tasks: Sequence[QATask], policy: Policy, stage: StageConfig,
-                 progress: float, step: int, seed: int) -> TeamResult:
+    def __call__(self, tasks: Sequence[QATask], policy: Policy | Mapping[str, Policy],
+                 stage: StageConfig, progress: float, step: int, seed: int) -> TeamResult:
+        """The teams' episodes; `policy` plays every role, or maps each of `ROLES` to the
+        policy that plays it."""
+        coordinating, working = ((policy[r] for r in ROLES) if isinstance(policy, Mapping)
+                                 else (policy, policy))
         teams = self.teams(tasks, stage, progress, seed)
         times = PlayTimes()
         for round_ in range(self.team.max_rounds):
             live = [t for t in teams if not t.coordinator.done]
             if not live:
                 break
-            completions = self._coordinate(live, policy, times)
+            completions = self._coordinate(live, coordinating, times)
             texts = [reply_text(self.tokenizer, c.tokens, c.finish_reason == "stop")
                      for c in completions]
             delegating = [(t, q) for t, text in zip(live, texts)
@@ -170,7 +189,7 @@ class MultiAgentRollout:
             workers = [self._worker(t, q, round_, stage, progress)
                        for t, q in delegating]
             if workers:
-                times.add(self.worker_rollout.play(workers, policy))
+                times.add(self.worker_rollout.play(workers, working))
             start = time.perf_counter()
             for (team, _), worker in zip(delegating, workers):
                 team.workers.append(worker)
