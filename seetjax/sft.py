@@ -34,7 +34,7 @@ from seetjax.data.coreset import CoresetConfig, select_coreset
 from seetjax.data.dialogs import Dialog, listing, read_jsonl
 from seetjax.data.formatter import Example, format_dialogs
 from seetjax.data.pipeline import PipelineConfig, SFTPipeline, segment_counts
-from seetjax.data.qa_dialogs import oracle_dialogs
+from seetjax.data.qa_dialogs import TEAM_SOURCE, oracle_dialogs
 from seetjax.data.replay import ReplayBuffer
 from seetjax.data.scoring import ModelScorer
 from seetjax.data.single_turn_dialogs import SingleTurnReport, check_settings, single_turn_dialogs
@@ -54,6 +54,7 @@ from seetjax.models.hf import (
 )
 from seetjax.models.lora import has_lora
 from seetjax.models.tokenizer import Tokenizer
+from seetjax.rollout.multi_agent import MultiAgentConfig
 
 
 def say(message: str) -> None:
@@ -62,9 +63,10 @@ def say(message: str) -> None:
 
 
 def stage_groups(data: ml_collections.ConfigDict) -> list[str]:
-    """The comma-separated group of BFCL categories or JSONL paths of each stage (qa_search: one
-    group)."""
-    default = {"jsonl": data.paths, QA_SOURCE: QA_SOURCE}.get(data.source, data.categories)
+    """The comma-separated group of BFCL categories or JSONL paths of each stage (qa_search,
+    qa_team: one group)."""
+    default = {"jsonl": data.paths, QA_SOURCE: QA_SOURCE, TEAM_SOURCE: TEAM_SOURCE}.get(
+        data.source, data.categories)
     groups = [g.strip() for g in (data.stages or default).split(";") if g.strip()]
     if not groups:
         raise ValueError("config.data: no dialogs named (set categories, paths or stages)")
@@ -75,12 +77,14 @@ def load_dialogs(data: ml_collections.ConfigDict, group: str, split: str | None 
                  ) -> tuple[list[Dialog], dict[str, str]]:
     """Dialogs of one group, and the BFCL tasks that could not be converted (with the reason).
     `split`: a BFCL split other than `data.split`, or for JSONL data a file instead of `group`.
-    qa_search: the oracle dialogs of the split's first `tasks_per_category` questions."""
-    if data.source == QA_SOURCE:
+    qa_search: the oracle dialogs of the split's first `tasks_per_category` questions; qa_team:
+    the oracle team's (a coordinator's and its workers' dialogs per question)."""
+    if data.source in (QA_SOURCE, TEAM_SOURCE):
+        max_rounds = team_config(data).max_rounds if data.source == TEAM_SOURCE else None
         dialogs, failed = oracle_dialogs(qa_section(data), split or data.split,
-                                         data.tasks_per_category or None)
+                                         data.tasks_per_category or None, max_rounds)
         if failed:
-            say(f"qa_search: {len(failed)} questions left out" + listing(failed))
+            say(f"{data.source}: {len(failed)} questions left out" + listing(failed))
         return dialogs, failed
     if data.source == "jsonl":
         names = [split] if split else group.split(",")
@@ -102,6 +106,12 @@ def qa_section(data: ml_collections.ConfigDict) -> QASearchRunConfig:
     `name` aside), its fields named."""
     values = {k: v for k, v in data.qa_search.to_dict().items() if k != "name"}
     return as_dataclass(QASearchRunConfig, values, "data.qa_search")
+
+
+def team_config(data: ml_collections.ConfigDict) -> MultiAgentConfig:
+    """The teams of a qa_team source (`data.multi_agent`: a run's `multi_agent` section; its
+    max_rounds caps the coordinator's replies and is shown in its prompt), its fields named."""
+    return as_dataclass(MultiAgentConfig, data.multi_agent.to_dict(), "data.multi_agent")
 
 
 def env_config(data: ml_collections.ConfigDict) -> BfclEnvConfig:
@@ -145,19 +155,33 @@ def coreset_config(config: ml_collections.ConfigDict, stage: int) -> CoresetConf
                          seed=config.seed + stage)
 
 
+def check_qa_source(data: ml_collections.ConfigDict) -> None:
+    """A qa_search or qa_team source's settings, each named: its environment section, splits
+    and (qa_team) teams, whose coordinator must have a reply for every hop and one to answer."""
+    section = qa_section(data)
+    for split, name in ((data.split, "data.split"), (data.eval_split, "data.eval_split")):
+        if split:
+            qa_check_split(section, split, data.tasks_per_category, name,
+                           "data.tasks_per_category")
+    if data.source != TEAM_SOURCE:
+        return
+    rounds = team_config(data).max_rounds
+    if section.corpus == "world" and rounds <= section.max_hops:
+        raise ValueError(
+            f"config.data.multi_agent.max_rounds={rounds}: the oracle team delegates each of up "
+            f"to data.qa_search.max_hops={section.max_hops} hops in a reply of its own, then "
+            f"answers; needs >= {section.max_hops + 1}")
+
+
 def validate(config: ml_collections.ConfigDict) -> None:
     """Fails on a bad setting, naming it, before any model is loaded or data converted."""
     load_options(config.model)
     data = config.data
-    if data.source not in (*SOURCES, "jsonl", QA_SOURCE):
+    if data.source not in (*SOURCES, "jsonl", QA_SOURCE, TEAM_SOURCE):
         raise ValueError(f"config.data.source={data.source!r}: one of "
-                         f"{(*SOURCES, 'jsonl', QA_SOURCE)}")
-    if data.source == QA_SOURCE:
-        section = qa_section(data)
-        for split, name in ((data.split, "data.split"), (data.eval_split, "data.eval_split")):
-            if split:
-                qa_check_split(section, split, data.tasks_per_category, name,
-                               "data.tasks_per_category")
+                         f"{(*SOURCES, 'jsonl', QA_SOURCE, TEAM_SOURCE)}")
+    if data.source in (QA_SOURCE, TEAM_SOURCE):
+        check_qa_source(data)
     elif data.source != "jsonl":
         source = source_of(data)
         for split in (data.split, data.eval_split):

@@ -29,6 +29,9 @@ def default_sft_config() -> ml_collections.ConfigDict:
     # "qa_search": oracle dialogs of QA search questions, in this environment section (a run's
     # `env`; empty: QASearchRunConfig's defaults); split and tasks_per_category pick them.
     config.data.qa_search = ml_collections.ConfigDict()
+    # "qa_team": the oracle team's dialogs (a coordinator's and its workers' per question) in that
+    # section, with this multi_agent section (a run's; empty: MultiAgentConfig's defaults).
+    config.data.multi_agent = ml_collections.ConfigDict()
     config.data.split = "train"  # bfcl: train, validation, train_full, ...; generated: train, ...
     config.data.categories = "base,miss_func,miss_param,long_context"  # bfcl
     # bfcl: how tools are shown ("bfcl", "native", "compact") and calls written ("python",

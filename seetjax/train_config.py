@@ -244,11 +244,12 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     if learner.advantage in ("grpo", "rloo") and rollout.group_size < 2:
         raise ValueError(f"config.rollout.group_size={rollout.group_size}: {learner.advantage} "
                          "advantages need at least 2 samples per task")
+    multi_agent = _multi_agent(config, spec.name, rollout)  # before the SFT data that reads it
     if config.sft.enabled:
         from seetjax.sft import validate as validate_sft  # the SFT data side, only when used
         field("sft.run", lambda: validate_sft(config.sft.run))
     return Plan(stages, transitions, learner, rollout, sampling, eval_rollout, eval_splits,
-                eval_decodings, seet, max_pairs, _multi_agent(config, spec.name, rollout))
+                eval_decodings, seet, max_pairs, multi_agent)
 
 
 def _multi_agent(config: ml_collections.ConfigDict, env_name: str,

@@ -91,7 +91,7 @@ class Team:
         return self.coordinator.env
 
     def hop(self, round_: int) -> Hop | None:
-        return self.task.hops[round_] if round_ < len(self.task.hops) else None
+        return round_hop(self.task, round_)
 
     def assign_credit(self, weight: float) -> None:
         team = self.env.team_reward(self.coordinator.truncated).total
@@ -218,13 +218,28 @@ class MultiAgentRollout:
 
     def _worker(self, team: Team, question: str, round_: int, stage: StageConfig,
                 progress: float) -> Episode:
-        """A worker episode on `question`, the sub-question of the team's hop `round_` (scored
-        against that hop's answer; the question's answers where the task has no such hop)."""
-        hop = team.hop(round_)
-        task = QATask(f"{team.task.id}/worker", question,
-                      (hop.answer,) if hop else team.task.answers, (hop,) if hop else ())
-        section = self.config.env
-        env = WorkerEnv(qa_search.retriever(section.corpus, section.world, section.distractors,
-                                            section.retrieval), section, role=WORKER_ROLE)
-        return Episode(task, team.coordinator.sample, self.tokenizer, env, stage, progress,
+        """A worker episode on `question`, delegated in round `round_` (`worker_task`)."""
+        return Episode(worker_task(team.task, question, round_), team.coordinator.sample,
+                       self.tokenizer, worker_env(self.config.env), stage, progress,
                        self.config.limits, seed=team.seed * 7919 + round_ + 1)
+
+
+def round_hop(task: QATask, round_: int) -> Hop | None:
+    """The hop the worker of round `round_` answers (the r-th delegation answers hop r)."""
+    return task.hops[round_] if round_ < len(task.hops) else None
+
+
+def worker_task(task: QATask, question: str, round_: int) -> QATask:
+    """The worker's task for `question`, delegated in round `round_` of a team on `task`: scored
+    against the answer of the task's hop `round_` (the task's answers where it has no such
+    hop)."""
+    hop = round_hop(task, round_)
+    return QATask(f"{task.id}/worker", question, (hop.answer,) if hop else task.answers,
+                  (hop,) if hop else ())
+
+
+def worker_env(section: qa_search.QASearchRunConfig) -> WorkerEnv:
+    """A worker's environment: the section's QA search episode under the worker's role prompt,
+    on the process's shared retriever."""
+    return WorkerEnv(qa_search.retriever(section.corpus, section.world, section.distractors,
+                                         section.retrieval), section, role=WORKER_ROLE)

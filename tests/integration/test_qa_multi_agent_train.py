@@ -1,6 +1,6 @@
 """configs/qa_multi_agent.py end to end, shortened as test_qa_search_train shortens
-configs/qa_search.py: the SFT warm-up, two RL steps of team rollouts (coordinator and worker rows
-in one batch), per-role metrics in metrics.jsonl and report.md."""
+configs/qa_search.py: the SFT warm-up (the oracle team's dialogs), two RL steps of team rollouts
+(coordinator and worker rows in one batch), per-role metrics in metrics.jsonl and report.md."""
 
 import json
 
@@ -9,7 +9,8 @@ import pytest
 from tests.integration.test_qa_search_train import SHORT
 from tests.integration.test_train import launch
 
-TEAM = ["--config=configs/qa_multi_agent.py", "--config.env.max_hops=2",
+# 1-hop questions: with two coordinator replies the oracle team's warm-up delegates one hop
+TEAM = ["--config=configs/qa_multi_agent.py", "--config.env.max_hops=1",
         "--config.multi_agent.max_rounds=2",
         # a KL term always pulls: the update runs on the team batch even when every
         # credit is equal (the tiny model answers nothing right)
