@@ -9,10 +9,15 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from seetjax.cache import enable_compilation_cache  # noqa: E402
+from seetjax.cache import MIN_COMPILE_SECONDS, enable_compilation_cache  # noqa: E402
 
-# Every test process (xdist workers, the launches tests start) reads programs compiled before.
-enable_compilation_cache()
+# Every test process (xdist workers, the launches tests start) reads programs compiled before:
+# scripts that never call enable_compilation_cache (the learner's workers) through JAX's own
+# variables, which child processes inherit.
+if str(_cache := enable_compilation_cache()) != ".":
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_cache))
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", str(MIN_COMPILE_SECONDS))
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 
 def _random_hf_model(kind: str, out_dir) -> str:
