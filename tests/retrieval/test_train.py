@@ -1,11 +1,23 @@
-"""Contrastive training on a tiny random encoder: batches, frozen layers, exact resume."""
+"""Contrastive training on a tiny random encoder: batches, frozen parts, exact resume."""
 
+import dataclasses
+
+import jax
 import numpy as np
 import pytest
 from flax import nnx
 
+from seetjax.learner.state import new_train_state
 from seetjax.retrieval.corpus import tool_doc
-from seetjax.retrieval.train import TrainConfig, batch_at, train, training_pairs
+from seetjax.retrieval.train import (
+    TrainConfig,
+    batch_at,
+    make_train_step,
+    optimizer_for,
+    split_encoder,
+    train,
+    training_pairs,
+)
 
 TOOLS = ["weather", "email", "triangle", "flight", "currency", "music", "stocks", "recipe",
          "translate", "calendar", "taxi", "news"]
@@ -52,9 +64,22 @@ def flat_params(model):
     return {k: np.asarray(v.get_value()) for k, v in nnx.to_flat_state(nnx.state(model))}
 
 
-def test_resume_is_exact_and_frozen_layers_stay(tiny, pairs, tmp_path):
-    cfg = TrainConfig(**{**CFG.__dict__, "trainable_layers": 1})
-    straight = train(tiny, pairs, cfg, tmp_path / "straight")
+# (config change, is a parameter path trained under it)
+PARTIAL = {"top_layer": ({"trainable_layers": 1}, lambda key: key[:3] == ("encoder", "layer", 1)),
+           "frozen_embeddings": ({"freeze_embeddings": True}, lambda key: key[0] != "embeddings")}
+
+
+@pytest.mark.parametrize("name", PARTIAL)
+def test_partial_training_resumes_exactly_and_frozen_parts_stay(tiny, pairs, tmp_path, name):
+    change, is_trained = PARTIAL[name]
+    cfg = dataclasses.replace(CFG, **change)
+    losses = {}
+    full = train(tiny, pairs, CFG, tmp_path / "full",
+                 on_step=lambda step, m: losses.setdefault(("full", step), m["loss"]))
+    straight = train(tiny, pairs, cfg, tmp_path / "straight",
+                     on_step=lambda step, m: losses.setdefault(("partial", step), m["loss"]))
+    # Step 1's loss is that of the untouched encoder, whatever is frozen.
+    np.testing.assert_allclose(losses["partial", 1], losses["full", 1], rtol=1e-6)
 
     class Crash(Exception):
         pass
@@ -65,12 +90,30 @@ def test_resume_is_exact_and_frozen_layers_stay(tiny, pairs, tmp_path):
     with pytest.raises(Crash):
         train(tiny, pairs, cfg, tmp_path / "resumed", on_step=crash_at_2)
     resumed = train(tiny, pairs, cfg, tmp_path / "resumed")
-    assert straight.steps == resumed.steps == 4
+    assert full.steps == straight.steps == resumed.steps == 4
     before, after, again = (flat_params(m) for m in (tiny.model, straight.model, resumed.model))
     for key in before:
         np.testing.assert_array_equal(after[key], again[key], err_msg=str(key))
-        trained = key[:3] == ("encoder", "layer", 1)
-        assert np.array_equal(before[key], after[key]) != trained, key
+        assert np.array_equal(before[key], after[key]) != is_trained(key), key
+
+
+@pytest.mark.parametrize("change,scatters", [({}, True), ({"freeze_embeddings": True}, False),
+                                             ({"trainable_layers": 1}, False)])
+def test_frozen_embeddings_get_no_gradient(tiny, pairs, change, scatters):
+    """The word-embedding lookup's gradient is a scatter-add into the [vocab, hidden] table: only
+    a step that trains the embeddings has one, and the optimizer state covers only the trained
+    parameters."""
+    cfg = dataclasses.replace(CFG, **change)
+    table = f"f32[{tiny.model.config.vocab_size},{tiny.model.config.hidden_size}] = scatter-add"
+    graphdef, params, frozen = split_encoder(tiny.model, cfg)
+    state = new_train_state(params, frozen, optimizer_for(cfg), keep_reference=False, seed=0)
+    step = make_train_step(graphdef, optimizer_for(cfg), cfg)
+    assert (table in str(jax.make_jaxpr(step)(state, batch_at(pairs, cfg, 0)))) == scatters
+    trained = sum(x.size for x in jax.tree.leaves(params))
+    moments = sum(x.size for x in jax.tree.leaves(state.opt_state) if x.ndim)  # less the counts
+    assert moments == 2 * trained
+    with pytest.raises(ValueError, match="trainable_layers=9"):
+        split_encoder(tiny.model, TrainConfig(trainable_layers=9))
 
 
 def test_bad_configs_are_named():
@@ -82,3 +125,5 @@ def test_bad_configs_are_named():
         TrainConfig(temperature=0)
     with pytest.raises(ValueError, match="trainable_layers=-1"):
         TrainConfig(trainable_layers=-1)
+    with pytest.raises(ValueError, match="freeze_embeddings=1"):
+        TrainConfig(freeze_embeddings=1)
