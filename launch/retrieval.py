@@ -87,10 +87,13 @@ def run_train(workdir: Path) -> None:
             print(f"step {step}: " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items())),
                   flush=True)
 
-    load_before = os.getloadavg()[0]
+    load_before, cpu_before = os.getloadavg()[0], time.process_time()
     result = train(encoder, pairs, cfg, workdir, on_step)
     save_encoder(result.model, source, workdir / "model")
+    # CPU seconds (all threads) tell a loaded machine's run from a slow one: on an idle machine
+    # the wall time is about cpu_seconds / cpus.
     summary = {"steps": result.steps, "seconds": round(result.seconds, 1),
+               "cpu_seconds": round(time.process_time() - cpu_before, 1),
                "stopped_early": result.stopped_early, "load_average": [load_before,
                                                                        os.getloadavg()[0]],
                "cpus": os.cpu_count(), "config": dataclasses.asdict(cfg), "encoder": str(source)}
