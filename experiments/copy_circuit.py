@@ -161,6 +161,17 @@ def padded(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.pad(x, (0, width - len(ids)))[None] for x in rows)
 
 
+def repeat_accuracy(model, rows: int = 8, length: int = 256) -> float:
+    """Next-token accuracy where the token repeats an earlier one (repeated random strings):
+    whether the model still copies."""
+    rng = np.random.default_rng(1)
+    tokens, mask = map(np.stack, zip(*(repeated_tokens(rng, length, model.config.vocab_size)
+                                       for _ in range(rows))))
+    positions = np.broadcast_to(np.arange(length, dtype=np.int32), tokens.shape)
+    logits, _ = model(jnp.asarray(tokens), jnp.asarray(positions), jnp.ones_like(tokens))
+    return float((np.asarray(logits[:, :-1]).argmax(-1) == tokens[:, 1:])[mask].mean())
+
+
 def evaluate(model, tok) -> dict:
     graph, state = nnx.split(model)
 
@@ -207,12 +218,14 @@ def main(_):
     tok, model = Tokenizer.from_pretrained(model_dir), load_hf_checkpoint(model_dir)
     if F.circuit:
         install_copy_circuit(model)
+    copying_before = repeat_accuracy(model)
     t0 = time.time()
     losses = train(model, tok, np.random.default_rng(0))
     out = {"flags": {k: F[k].value for k in ("circuit", "freeze", "copy_rows", "steps",
                                              "tasks_per_category", "batch_size", "seq_len",
                                              "learning_rate")},
            "train_s": round(time.time() - t0, 1), "final_losses": losses[-10:],
+           "repeat_accuracy": {"before": copying_before, "after": repeat_accuracy(model)},
            **evaluate(model, tok)}
     Path(F.out).parent.mkdir(parents=True, exist_ok=True)
     Path(F.out).write_text(json.dumps(out, indent=1))
