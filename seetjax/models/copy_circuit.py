@@ -87,9 +87,10 @@ def repeated_tokens(rng: np.random.Generator, length: int, vocab_size: int,
     return tokens, mask
 
 
-def _set(param, edit) -> None:
+def _write(param, index, block) -> None:
+    """param[index] = block, in the parameter's dtype."""
     value = np.array(param[...], np.float32)
-    edit(value)
+    value[index] = block
     param[...] = jnp.asarray(value, param[...].dtype)
 
 
@@ -108,9 +109,9 @@ def install_copy_circuit(model: Transformer, circuit: CopyCircuit = CopyCircuit(
     code_a, code_b, code_c = basis[:, :n], basis[:, n:2 * n], basis[:, 2 * n:2 * n + d]
 
     for layer in model.layers:
-        _set(layer.self_attn.o_proj.kernel, lambda k: k.__imul__(circuit.residual_scale))
-        _set(layer.mlp.down_proj.kernel, lambda k: k.__imul__(circuit.residual_scale))
-    _set(model.norm.scale, lambda s: s.__imul__(circuit.final_norm_scale))
+        for out in (layer.self_attn.o_proj.kernel, layer.mlp.down_proj.kernel):
+            out[...] = out[...] * circuit.residual_scale
+    model.norm.scale[...] = model.norm.scale[...] * circuit.final_norm_scale
 
     # Previous-token head: q = b_q, k = b_k; per pair j, q.k after RoPE is
     # a^2 cos((m - n - 1) f_j), largest at n = m - 1 for every j at once.
@@ -137,25 +138,13 @@ def _write_head(attn, *, q_kernel, q_bias, k_kernel, k_bias, v_kernel, o_kernel)
     """Sets query head 0 and KV head 0 of `attn`: kernels None mean zero; v_kernel [H, <= D]
     fills the value's first columns (the rest zero); o_kernel [<= D, H] the output's first rows."""
     d = attn.config.head_dim
-
-    def head(kernel, bias):
-        def edit(k):
-            k[:, :d] = 0 if kernel is None else kernel
-        return edit, (lambda b: b.__setitem__(slice(0, d), bias))
-
     for proj, kernel, bias in ((attn.q_proj, q_kernel, q_bias), (attn.k_proj, k_kernel, k_bias)):
-        edit_kernel, edit_bias = head(kernel, bias)
-        _set(proj.kernel, edit_kernel)
-        _set(proj.bias, edit_bias)
-
-    def value(k):
-        k[:, :d] = 0
-        k[:, :v_kernel.shape[1]] = v_kernel
-
-    def output(k):
-        k[:d, :] = 0
-        k[:o_kernel.shape[0], :] = o_kernel
-
-    _set(attn.v_proj.kernel, value)
-    _set(attn.v_proj.bias, lambda b: b.__setitem__(slice(0, d), 0))
-    _set(attn.o_proj.kernel, output)
+        _write(proj.kernel, np.s_[:, :d], 0 if kernel is None else kernel)
+        _write(proj.bias, np.s_[:d], bias)
+    value = np.zeros((v_kernel.shape[0], d))
+    value[:, :v_kernel.shape[1]] = v_kernel
+    _write(attn.v_proj.kernel, np.s_[:, :d], value)
+    _write(attn.v_proj.bias, np.s_[:d], 0)
+    output = np.zeros((d, o_kernel.shape[1]))
+    output[:o_kernel.shape[0]] = o_kernel
+    _write(attn.o_proj.kernel, np.s_[:d, :], output)
