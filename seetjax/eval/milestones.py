@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from seetjax.bootstrap import paired_gain
 from seetjax.envs import registry
 from seetjax.eval.evaluate import EVAL_STAGE
 from seetjax.eval.reports import split_reports
@@ -119,4 +120,33 @@ def milestone_table(milestones: Sequence[Milestone]) -> str:
             ma, mb = by_name[a], by_name[b]
             lines.append(row(label, {k: mb.tasks[k] - ma.tasks[k] for k in TASK_METRICS},
                              [y - x for x, y in zip(values(ma), values(mb))], "+"))
+    return "\n".join(lines) + "\n" + gain_table(milestones)
+
+
+def gain_table(milestones: Sequence[Milestone], confidence: float = 0.95) -> str:
+    """Markdown: RL's gain (after RL - after SFT) on each split's tasks, per column with
+    per-task entries, with its paired percentile-bootstrap interval over the split's tasks
+    (`seetjax.bootstrap.paired_gain`): whether RL's change is larger than what the choice of
+    evaluation tasks alone would give. Empty without both milestones."""
+    by_name = {m.name: m for m in milestones}
+    if not {"after_sft", "after_rl"} <= set(by_name):
+        return ""
+    before, after = by_name["after_sft"], by_name["after_rl"]
+    columns = [c for c in split_reports(after.env).columns if c.entry]
+    lines = [f"\nRL's gain per task (after RL - after SFT) with its {confidence:.0%} paired "
+             "bootstrap interval over the split's tasks:\n", "| split | tasks | "
+             + " | ".join(" ".join(c.header.format(split="").split()) for c in columns) + " |",
+             "|---|---" + "|---" * len(columns) + "|"]
+    for split, report in after.splits.items():
+        start = {e["id"]: e for e in before.splits.get(split, {}).get("entries", [])}
+        pairs = [(start[e["id"]], e) for e in report.get("entries", []) if e["id"] in start]
+        if not pairs:
+            continue
+        cells = []
+        for c in columns:
+            gain, low, high = paired_gain([float(a[c.entry]) for a, _ in pairs],
+                                          [float(b[c.entry]) for _, b in pairs], confidence)
+            cells.append(f"{c.scale * gain:+{c.fmt}} [{c.scale * low:+{c.fmt}}, "
+                         f"{c.scale * high:+{c.fmt}}]")
+        lines.append(f"| {split} | {len(pairs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

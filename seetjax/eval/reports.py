@@ -20,12 +20,14 @@ from seetjax.rollout.loop import Policy, Rollout
 @dataclasses.dataclass(frozen=True)
 class Column:
     """A milestone-table column per split: the report's `key`, its header (`{split}` filled in),
-    shown as `scale * value` in `fmt`."""
+    shown as `scale * value` in `fmt`; `entry`: the field of the report's per-task entries whose
+    mean it is (numbers or booleans), for the paired intervals of gains ('' = none)."""
 
     key: str
     header: str
     scale: float = 1.0
     fmt: str = ".3f"
+    entry: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +67,8 @@ def _qa_reports(split: str, played: Sequence[Episode], rollout: Rollout, policy:
 
 BY_ENV = {
     "bfcl": SplitReports(
-        "bfcl", ("overall",), (Column("overall", "BFCL {split} overall", 100.0, ".1f"),),
+        "bfcl", ("overall",),
+        (Column("overall", "BFCL {split} overall", 100.0, ".1f", entry="valid"),),
         _bfcl_reports, markdown,
         "Format validity, turn accuracy (on the turns that expect calls, BFCL's checked turns, "
         "and on all turns) and reward on the training tasks; BFCL overall accuracy (%) per "
@@ -74,8 +77,9 @@ BY_ENV = {
     "qa_search": SplitReports(
         "qa", ("exact_match", "f1", "format", "searches", "search_penalty", "timeout_penalty",
                "reward"),
-        (Column("exact_match", "{split} EM"), Column("f1", "{split} F1"),
-         Column("reward", "{split} reward"), Column("searches", "{split} searches")),
+        (Column("exact_match", "{split} EM", entry="exact_match"), Column("f1", "{split} F1", entry="f1"),
+         Column("reward", "{split} reward", entry="reward"),
+         Column("searches", "{split} searches", entry="searches")),
         _qa_reports, qa_markdown,
         "Format validity, accuracy and progress reward (both: exact match) on the training "
         "questions; exact match, token F1, the environment's reward and searches per question "

@@ -1,4 +1,4 @@
-"""Ranking metrics per query, with binary relevance, and bootstrap intervals of their means.
+"""Ranking metrics per query, with binary relevance (intervals of their means: seetjax.bootstrap).
 
 For a ranking r_1, r_2, ... of query q with gold set G:
 - Recall@k = |G ∩ {r_1..r_k}| / |G|
@@ -48,17 +48,6 @@ def per_query(ranked: Sequence[Sequence[str]],
     return {"recall@1": recall_at(hit, n_gold, 1), "recall@5": recall_at(hit, n_gold, 5),
             "recall@10": recall_at(hit, n_gold, 10), "ndcg@10": ndcg_at(hit, n_gold, 10),
             "mrr": reciprocal_rank(hit)}
-
-
-def bootstrap_interval(values: np.ndarray, confidence: float = 0.95, resamples: int = 2000,
-                       seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of `values` over queries (Efron & Tibshirani
-    1993): the mean of `resamples` resamples with replacement, their central `confidence` mass."""
-    rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, len(values), (resamples, len(values)))].mean(axis=1)
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(means, [alpha, 1 - alpha])
-    return float(low), float(high)
 
 
 def auroc(positive: np.ndarray, negative: np.ndarray) -> float:

@@ -3,6 +3,8 @@
 import functools
 import itertools
 
+import numpy as np
+
 from seetjax.envs.bfcl import BfclEnvConfig, load_split
 from seetjax.eval.evaluate import EVAL_STAGE, evaluate_tasks, markdown, redecode
 from seetjax.eval.milestones import Milestone, evaluate_milestone, milestone_table
@@ -120,3 +122,26 @@ def test_markdown_takes_reports_or_their_json():
     split = _milestone("after_rl", 0.5, 0.5).splits["test"]
     table = markdown([split])
     assert "| test | 50.0 | 50.0 | - | - | - | 4 |" in table
+
+
+def _with_entries(milestone, valid):
+    split = dict(milestone.splits["test"],
+                 entries=[{"id": f"t{i}", "valid": v} for i, v in enumerate(valid)])
+    return Milestone(milestone.name, milestone.tasks, {"test": split})
+
+
+def test_rls_gain_has_a_paired_interval_over_the_tasks():
+    # 20 tasks: RL fixes 8 and breaks 1 -> +35 points; the interval is the percentile bootstrap
+    # of the per-task differences, computed here independently with numpy.
+    before = [False] * 10 + [True] * 10
+    after = [True] * 8 + [False] * 2 + [True] * 9 + [False]
+    table = milestone_table([_with_entries(_milestone("after_sft", 0.5, 0.5), before),
+                             _with_entries(_milestone("after_rl", 0.5, 0.75), after)])
+    diff = np.array(after, float) - np.array(before, float)
+    rng = np.random.default_rng(0)
+    means = diff[rng.integers(0, 20, (2000, 20))].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    assert f"| test | 20 | +35.0 [{100 * low:+.1f}, {100 * high:+.1f}] |" in table
+    assert low > 0  # 8 fixed vs 1 broken out of 20 is more than resampling noise
+    # without the after-SFT milestone (or entries to pair) there is no gain table
+    assert "paired" not in milestone_table([_milestone("after_rl", 0.5, 0.75)])

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from seetjax.retrieval.metrics import METRICS, auroc, bootstrap_interval, per_query
+from seetjax.bootstrap import bootstrap_interval
+from seetjax.retrieval.metrics import METRICS, auroc, per_query
 
 
 def test_hand_computed_example():
