@@ -60,10 +60,11 @@ def generated_section() -> ml_collections.ConfigDict:
     """`data.generated` of run and SFT configs, read when `data.source` is "generated"
     (seetjax.envs.task_source.task_source): the stream's seed, turns per task (min, max),
     requests per turn, calls per turn, API classes used per task, distractor classes listed but
-    not needed, state-size scale, and the classes drawn from ('' = all)."""
+    not needed, state-size scale, the classes drawn from ('' = all), and whether requests may
+    name values the calls copy (False: the copy-free tier, `Difficulty.named_values`)."""
     return ml_collections.ConfigDict(dict(
         seed=0, min_turns=1, max_turns=4, actions_per_turn=2, calls_per_turn=3, classes=2,
-        distractor_classes=0, state_size=1, api_classes=""))
+        distractor_classes=0, state_size=1, api_classes="", named_values=True))
 
 
 def reward_section() -> ml_collections.ConfigDict:
@@ -164,8 +165,11 @@ def default_config() -> ml_collections.ConfigDict:
         fields = {k: v for k, v in dataclasses.asdict(stage).items() if k != "stage"}
         fields.update(steps=steps, until_metric="", threshold=0.0, min_steps=0)
         c.seet[f"stage{stage.stage}"] = ml_collections.ConfigDict(fields)
+    # The RL phase ends after `steps` steps, or after the step at which the policy tokens
+    # sampled so far (every reply, retries included, over all processes) reach
+    # `max_policy_tokens` (0: no budget): runs compute-matched by tokens, not by steps.
     c.train = ml_collections.ConfigDict(dict(steps=100, eval_every=0, checkpoint_every=10,
-                                             keep_checkpoints=2))
+                                             keep_checkpoints=2, max_policy_tokens=0))
     # decodings: how evaluation reads replies, each split reported under each (labelled):
     # lenient (ours) and official (bfcl_eval's own, python call format only).
     c.eval = ml_collections.ConfigDict(dict(splits="train,test", per_category=0,
@@ -325,7 +329,8 @@ _COUNTS = (("data.tasks_per_step", 1, ""), ("train.steps", 1, ""),
            ("data.tasks_per_category", 0, " (0: all)"), ("eval.per_category", 0, " (0: all)"),
            ("train.checkpoint_every", 1, ""), ("train.keep_checkpoints", 1, ""),
            ("train.eval_every", 0, " (0: never)"), ("seet.max_pairs", 0, ""),
-           ("seet.anchors.capacity", 1, ""), ("seet.anchors.max_age", 0, " (0: no limit)"))
+           ("seet.anchors.capacity", 1, ""), ("seet.anchors.max_age", 0, " (0: no limit)"),
+           ("train.max_policy_tokens", 0, " (0: no budget)"))
 
 
 def _check_counts(config: ml_collections.ConfigDict) -> None:

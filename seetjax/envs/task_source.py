@@ -79,14 +79,15 @@ class TaskSource:
 
 def task_source(kind: str, seed: int = 0, min_turns: int = 1, max_turns: int = 4,
                 actions_per_turn: int = 2, calls_per_turn: int = 3, classes: int = 2,
-                distractor_classes: int = 0, state_size: int = 1, api_classes: str = ""
-                ) -> TaskSource:
+                distractor_classes: int = 0, state_size: int = 1, api_classes: str = "",
+                named_values: bool = True) -> TaskSource:
     """A `TaskSource` from flat config fields (`data.source`, `data.generated.*`);
     `api_classes`: comma-separated class names ('' = all)."""
     names = tuple(c.strip() for c in api_classes.split(",") if c.strip()) or CLASSES
     difficulty = Difficulty(turns=(min_turns, max_turns), actions_per_turn=actions_per_turn,
                             calls_per_turn=calls_per_turn, classes=classes,
-                            distractor_classes=distractor_classes, state_size=state_size)
+                            distractor_classes=distractor_classes, state_size=state_size,
+                            named_values=named_values)
     return TaskSource(kind, seed, difficulty, names)
 
 

@@ -288,6 +288,35 @@ def test_difficulty_knobs():
         generate_tasks(1, seed=0, split="validation")
 
 
+def test_the_copy_free_tier_needs_no_value_from_the_request():
+    # named_values=False: every argument value of a held-out (test-vocabulary) task's calls
+    # (each item of a list) also occurs for that tool and argument in training tasks, so nothing
+    # is copied from the request; no intent repeats within a task; the ground truth still passes
+    # both checkers.
+    free = Difficulty(turns=(1, 3), named_values=False)
+    calls = {}
+    for split in SPLITS:
+        tasks = [t for category in ("base", "miss_func", "long_context")
+                 for t in generate_tasks(40, seed=5, split=split, category=category,
+                                         difficulty=free)]
+        calls[split] = {(c.name, arg, repr(item)) for t in tasks for turn in t.ground_truth
+                        for c in turn for arg, value in c.args.items()
+                        for item in (value if isinstance(value, list) else [value])}
+        calls[split] |= {(c.name,) for t in tasks for turn in t.ground_truth for c in turn}
+        for task in tasks[::7]:
+            assert check_entry(task, trajectory(task)).valid, task.id
+            assert bfcl_check(task_entry(task), trajectory(task))["valid"], task.id
+        for task in tasks:
+            requests = [turn[0]["content"] for turn in task.turns if turn]
+            assert len(requests) == len(set(requests)), task.id
+    assert len(calls["test"]) >= 15
+    assert calls["test"] <= calls["train"], calls["test"] - calls["train"]
+    with pytest.raises(ValueError, match="named_values"):
+        generate_tasks(1, seed=0, category="miss_param", difficulty=free)
+    with pytest.raises(RuntimeError, match="named_values=False"):
+        generate_tasks(1, seed=0, classes=("MathAPI",), difficulty=free)
+
+
 # Difficulties at the edges of the knobs: one call per turn, many requests, many classes, a
 # large state.
 EDGE_DIFFICULTIES = (

@@ -59,7 +59,12 @@ class Difficulty:
     calls_per_turn: at most this many ground-truth calls in one turn;
     classes: at most this many API classes the plan uses (at most one domain class: `plans`);
     distractor_classes: extra involved classes whose tools are listed but never needed;
-    state_size: scale of the initial state (long_context tasks triple it).
+    state_size: scale of the initial state (long_context tasks triple it);
+    named_values: whether requests may name values the calls must copy (names, numbers, text).
+        False keeps only requests whose calls follow from the intent alone (which tool, fixed
+        options: "turn the headlights off", "list the airports"), a tier for models that cannot
+        yet copy a string they never saw; miss_param tasks need a named value, so it excludes
+        them.
     """
 
     turns: tuple[int, int] = (1, 4)
@@ -68,6 +73,7 @@ class Difficulty:
     classes: int = 2
     distractor_classes: int = 0
     state_size: int = 1
+    named_values: bool = True
 
     def __post_init__(self):
         low, high = self.turns
@@ -98,6 +104,9 @@ def generate_task(index: int, *, seed: int, split: str = "train", category: str 
         raise ValueError(f"unknown generated split {split!r}; one of {SPLITS}")
     if category not in CATEGORIES:
         raise ValueError(f"unknown category {category!r}; one of {CATEGORIES}")
+    if category == "miss_param" and not difficulty.named_values:
+        raise ValueError("miss_param tasks leave a named value out of a request, so they need "
+                         "Difficulty(named_values=True)")
     unknown = set(classes) - set(CLASSES)
     if not classes or unknown:
         raise ValueError(f"classes must be a non-empty subset of {CLASSES}, got {classes}")
@@ -108,7 +117,11 @@ def generate_task(index: int, *, seed: int, split: str = "train", category: str 
                           difficulty, tuple(classes))
         except _PlanFailed:
             continue
-    raise RuntimeError(f"no valid plan for task {index} after {_ATTEMPTS_PER_TASK} attempts")
+    hint = "" if difficulty.named_values else (
+        f"; with named_values=False, {tuple(classes)} may have too few distinct requests that "
+        "name no value for this many turns")
+    raise RuntimeError(f"no valid plan for task {index} after {_ATTEMPTS_PER_TASK} attempts"
+                       + hint)
 
 
 def task_entry(task: BfclTask) -> dict[str, Any]:
@@ -202,6 +215,9 @@ def _plan_turn(ctx: PlanContext, used: list[str], difficulty: Difficulty,
         action = propose(class_name, ctx)
         if action is None or calls + len(action.calls) > difficulty.calls_per_turn:
             continue
+        # Without named values a repeated intent would be the same request word for word.
+        if not difficulty.named_values and (action.slots or action.intent in ctx.intents):
+            continue
         if vague and (action.missing is None or action.intent not in templates.VAGUE):
             continue
         # Shared immutable parts (schemas) are not copied; the instances and bound methods are.
@@ -213,6 +229,7 @@ def _plan_turn(ctx: PlanContext, used: list[str], difficulty: Difficulty,
         ctx.executor = trial
         ctx.last_output[class_name] = results[-1].output
         ctx.known.update(action.teaches)
+        ctx.intents.add(action.intent)
         actions.append(action)
         calls += len(action.calls)
     if not actions:

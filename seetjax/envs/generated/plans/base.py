@@ -36,6 +36,7 @@ class PlanContext:
     initial_config: Mapping[str, Any]
     last_output: dict[str, str] = field(default_factory=dict)
     known: set[str] = field(default_factory=set)
+    intents: set[str] = field(default_factory=set)  # the intents planned so far
 
     def instance(self, class_name: str) -> Any:
         return self.executor.instances[class_name]
