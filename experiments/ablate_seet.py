@@ -1,15 +1,32 @@
-"""SEET ablations on the tiny setting (configs/tiny.py), several seeds each.
+"""SEET ablations, compute-matched: plain GRPO, SEET, and SEET without each of its parts, over
+seeds, each RL phase given the same budget of policy tokens.
 
 Variants: plain GRPO (no SEET); SEET; SEET without hints (standard environment in stages 1-2);
 without interception (stage 2 without it); without anchors and the counterfactual loss; without
 the curriculum (stage 3 alone for the whole run). For each seed the SFT warm-up runs once and every
-variant starts its RL phase from that model, so variants differ only in their RL phase.
+variant starts its RL phase from that model, so variants differ only in their RL phase and pair by
+seed. Each RL phase ends after the step at which the tokens its policy sampled (every reply,
+retries and intercepted attempts included: `train.max_policy_tokens`) reach `--policy_tokens`, so
+a variant that retries more runs fewer steps; `--max_steps` caps it (a run stopped by the cap is
+not compute-matched, and ablation.md says so). The SEET curriculum is laid over `--steps` RL steps
+(stages 1 and 2 a fifth each, stage 3 two fifths, then stage 4 until the run ends).
 
-    python experiments/ablate_seet.py --out=experiments/results/ablation --seeds=0,1,2
+    python experiments/ablate_seet.py --out=experiments/results/ablation        # the grid
+    python experiments/ablate_seet.py --workers=4     # four cells at once, a process each
+    python experiments/ablate_seet.py --shard=1/3     # host 1 of 3 sharing --out
+    python experiments/ablate_seet.py --summarise_only   # outputs from the finished cells
 
-Writes <out>/ablation.csv (one row per run), <out>/ablation.png (mean +- std per variant) and
-<out>/ablation.md (the table the README shows). Rerunning the same command after an interruption
-skips finished runs and resumes the unfinished one from its checkpoint.
+Writes to <out>: ablation.csv (one row per run: its steps and tokens, start and final accuracy,
+steps / env steps / policy tokens to the threshold), curves.csv (one row per run and RL step),
+ablation.md (means over seeds with 95% percentile-bootstrap intervals, and paired differences
+from plain GRPO) and ablation.png (learning curves against policy tokens with bands, final
+held-out accuracy and env steps to threshold with their intervals). Every cell's result is kept in
+its workdir: rerunning the same command after an interruption, or on another shard, skips finished
+cells and resumes an unfinished one from its checkpoint; a sharded run summarises nothing (run
+--summarise_only once every shard is done).
+
+Workers share the host's devices: on CPU its cores; on a GPU each worker allocates memory as it
+needs it (XLA_PYTHON_CLIENT_PREALLOCATE=false), so N tiny runs fit on one device.
 """
 
 from __future__ import annotations
@@ -17,7 +34,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import functools
-import json
 import sys
 from pathlib import Path
 
@@ -29,9 +45,22 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments"))
-from grid import cached_run, set_field, warm_up, write_csv  # noqa: E402
+from grid import (  # noqa: E402
+    Estimate,
+    bootstrap_mean,
+    cached_run,
+    finished,
+    paired_difference,
+    parse_shard,
+    run_cells,
+    set_field,
+    shard,
+    warm_up,
+    write_csv,
+)
 
 from seetjax.cache import enable_compilation_cache  # noqa: E402
+from seetjax.plots import read_metrics  # noqa: E402
 from seetjax.train_config import load_config_file  # noqa: E402
 from seetjax.trainer import TrainRun  # noqa: E402
 
@@ -44,134 +73,315 @@ VARIANTS: dict[str, dict[str, object]] = {
                         **{f"seet.stage{k}.counterfactual": False for k in (1, 2, 3, 4)}},
     "seet_no_curriculum": {"seet.start_stage": 3, "seet.single_stage": True},
 }
+REFERENCE = "grpo"  # paired differences are taken from it
+HELDOUT = "test"  # the evaluation split of the final held-out accuracy
+CURVE_POINTS = 100  # the common policy-token grid the learning curves are interpolated onto
 
 
-def base_config(steps: int, per_category: int):
-    config = load_config_file(ROOT / "configs" / "tiny.py")
-    config.train.steps = steps
-    config.train.checkpoint_every = steps
-    quarter = max(1, steps // 5)
+def cells(variants: list[str], seeds: list[int]) -> list[tuple[str, int]]:
+    """(variant, seed) of every run. Seeds vary fastest, so the first cells of a parallel grid
+    build different seeds' warm-ups at once instead of queueing on one seed's lock."""
+    return [(v, s) for v in variants for s in seeds]
+
+
+def cell_name(variant: str, seed: int) -> str:
+    return f"{variant}_s{seed}"
+
+
+def base_config(args):
+    config = load_config_file(args.config)
+    config.train.steps = args.max_steps
+    config.train.max_policy_tokens = args.policy_tokens
+    config.train.checkpoint_every = args.steps
+    fifth = max(1, args.steps // 5)
     config.seet.stage1.steps, config.seet.stage2.steps, config.seet.stage3.steps = (
-        quarter, quarter, 2 * quarter)
-    config.eval.per_category = per_category
+        fifth, fifth, 2 * fifth)
+    config.eval.splits = HELDOUT
+    config.eval.per_category = args.per_category
     config.eval.decodings = "lenient"  # variants compare under one reading; official: evaluate.py
     return config
 
 
-def steps_to_threshold(rows: list[dict], threshold: float, window: int,
-                       episodes_per_step: int) -> tuple[float, float]:
-    """(RL steps, environment steps) until the rollouts' checked-turn accuracy, averaged over the
-    last `window` RL steps (one step's B tasks are too few to judge by), first reaches `threshold`
-    (nan when it never does). Environment steps count every reply, retries included."""
-    env_steps, recent = 0.0, []
-    for r in rows:
-        if "rollout/replies" not in r:
-            continue
-        env_steps += r["rollout/replies"] * episodes_per_step
-        recent = (recent + [r["rollout/checked_turn_accuracy"]])[-window:]
-        if len(recent) == window and np.mean(recent) >= threshold:
-            return float(r["step"]), env_steps
-    return float("nan"), float("nan")
+def cell_config(variant: str, seed: int, warm: Path, args):
+    """One cell's run config: the variant's RL phase from the seed's warm-up model `warm`."""
+    config = base_config(args)
+    config.seed = seed
+    config.model.path = str(warm)
+    config.sft.enabled = False
+    for dotted, value in VARIANTS[variant].items():
+        set_field(config, dotted, value)
+    return config
 
 
-def run_variant(name: str, seed: int, warm: Path, args) -> dict:
-    """Trains one variant from the seed's warm-up model; its final figures."""
-    variant = base_config(args.steps, args.per_category)
-    variant.seed = seed
-    variant.model.path = str(warm / "model")
-    variant.sft.enabled = False
-    for dotted, value in VARIANTS[name].items():
-        set_field(variant, dotted, value)
-    evals = TrainRun(variant, args.out / f"{name}_s{seed}").run()["evals"]
-    test = evals["after_rl"]["splits"]["test"]
-    return {"variant": name, "seed": seed,
-            "train_turn_accuracy": evals["after_rl"]["tasks"]["checked_turn_accuracy"],
-            "start_train_turn_accuracy": evals["after_sft"]["tasks"]["checked_turn_accuracy"],
-            "test_turn_accuracy": float(np.mean(list(test["turn_pass_rate"].values()))),
-            "test_overall": test["overall"]}
+def split_turn_accuracy(split: dict) -> float:
+    """A BFCL split report's checked-turn accuracy, the mean over its categories."""
+    return float(np.mean(list(split["turn_pass_rate"].values())))
 
 
-def run(args) -> list[dict]:
-    results = []
-    base = base_config(args.steps, args.per_category)
-    episodes_per_step = base.data.tasks_per_step * base.rollout.group_size
-    for seed in args.seeds:
-        sft = base.sft.run.copy_and_resolve_references()
-        sft.seed = seed
-        warm = warm_up(sft, args.out / f"sft_s{seed}").parent
-        for name in args.variants:
-            workdir = args.out / f"{name}_s{seed}"
-            # A restarted grid skips finished runs (TrainRun resumes an unfinished one).
-            result = cached_run(workdir, functools.partial(run_variant, name, seed, warm, args))
-            rows = [json.loads(line) for line in (workdir / "metrics.jsonl").open()]
-            steps, env_steps = steps_to_threshold(rows, args.threshold, args.window,
-                                                  episodes_per_step)
-            results.append({**result, "steps_to_threshold": steps,
-                            "env_steps_to_threshold": env_steps})
-            print(results[-1], flush=True)
-    return results
+def train_cell(variant: str, seed: int, warm: Path, args) -> dict:
+    """Trains one cell from its seed's warm-up model; its figures."""
+    config = cell_config(variant, seed, warm, args)
+    workdir = args.out / cell_name(variant, seed)
+    summary = TrainRun(config, workdir).run()
+    start, end = summary["evals"]["after_sft"], summary["evals"]["after_rl"]
+    last = rl_rows(read_metrics(workdir / "metrics.jsonl"))[-1]
+    tokens = int(last["rollout/cumulative_policy_tokens"])
+    return {"variant": variant, "seed": seed, "rl_steps": int(last["step"]),
+            "policy_tokens": tokens, "policy_token_budget": args.policy_tokens,
+            "stopped_by": ("budget" if args.policy_tokens and tokens >= args.policy_tokens
+                           else "max_steps"),
+            "episodes_per_step": config.data.tasks_per_step * config.rollout.group_size,
+            "start_train_turn_accuracy": start["tasks"]["checked_turn_accuracy"],
+            "train_turn_accuracy": end["tasks"]["checked_turn_accuracy"],
+            "start_test_turn_accuracy": split_turn_accuracy(start["splits"][HELDOUT]),
+            "test_turn_accuracy": split_turn_accuracy(end["splits"][HELDOUT]),
+            "test_overall": end["splits"][HELDOUT]["overall"],
+            "minutes": summary["seconds"] / 60}
 
 
-def summarise(results: list[dict], args) -> str:
-    keys = ("start_train_turn_accuracy", "train_turn_accuracy", "test_turn_accuracy",
-            "test_overall", "env_steps_to_threshold")
-    lines = [f"Command: `python experiments/ablate_seet.py --seeds={','.join(map(str, args.seeds))}"
-             f" --steps={args.steps} --per_category={args.per_category}"
-             f" --threshold={args.threshold} --window={args.window}`, "
-             f"{datetime.date.today().isoformat()}, 2-core CPU. Tiny 4M-parameter model trained "
-             "from scratch (SFT warm-up shared per seed, then each variant's RL phase of "
-             f"{args.steps} steps); mean +- std over {len(args.seeds)} seeds. Turn accuracy is "
-             "greedy, on checked turns of the training tasks before and after the RL phase and on "
-             f"{4 * args.per_category} test tasks; env steps (replies, retries included) until "
-             f"the rollouts' checked-turn accuracy, averaged over {args.window} RL steps, reaches "
-             f"{args.threshold} (runs that never do are left out; n says how many did).", "",
-             "| variant | train turn acc., start of RL | train turn acc., end | test turn acc. "
-             "| test BFCL overall | env steps to threshold (n) |",
-             "|---|---|---|---|---|---|"]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.6))
-    for name in args.variants:
-        mine = [r for r in results if r["variant"] == name]
-        cells = []
-        for key in keys:
-            values = np.array([r[key] for r in mine], float)
-            values = values[np.isfinite(values)]
-            mean, std = (values.mean(), values.std()) if values.size else (np.nan, np.nan)
-            cell = f"{mean:.3f} +- {std:.3f}" if key != keys[-1] else f"{mean:.0f} +- {std:.0f}"
-            cells.append(cell + (f" ({values.size})" if key == keys[-1] else ""))
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-        for ax, key in zip(axes, (keys[1], keys[2], keys[4])):
-            values = np.array([r[key] for r in mine], float)
-            values = values[np.isfinite(values)]
-            ax.bar(name.replace("seet_", "").replace("_", "\n"), values.mean() if values.size
-                   else 0, yerr=values.std() if values.size else 0, capsize=4)
-            ax.set_title(key.replace("_", " "))
+def run_cell(cell: tuple[str, int], args) -> dict:
+    """One grid cell, in whichever process runs it: the seed's warm-up (built once, under its
+    lock), then the cell's run unless its result is kept already."""
+    enable_compilation_cache()
+    variant, seed = cell
+    sft = base_config(args).sft.run.copy_and_resolve_references()
+    sft.seed = seed
+    warm = warm_up(sft, args.out / f"sft_s{seed}")
+    return cached_run(args.out / cell_name(variant, seed),
+                      functools.partial(train_cell, variant, seed, warm, args))
+
+
+# ---------------------------------------------------------------- curves and thresholds
+
+def rl_rows(rows: list[dict]) -> list[dict]:
+    """The RL steps' rows of a metrics.jsonl (not the evaluations')."""
+    return [r for r in rows if "rollout/cumulative_policy_tokens" in r]
+
+
+def trailing_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """Element i: the mean of values[i - window + 1 : i + 1] (fewer at the start)."""
+    sums = np.cumsum(np.concatenate([[0.0], values]))
+    ends = np.arange(1, len(values) + 1)
+    starts = np.maximum(ends - window, 0)
+    return (sums[ends] - sums[starts]) / (ends - starts)
+
+
+def curve(rows: list[dict], window: int, episodes_per_step: int) -> dict[str, np.ndarray]:
+    """Per RL step of a run: cumulative policy tokens and environment steps (replies of all the
+    step's episodes, retries included), the rollouts' checked-turn accuracy and its trailing
+    mean over `window` steps (one step's few tasks are too few to judge by)."""
+    rl = rl_rows(rows)
+    accuracy = np.array([r["rollout/checked_turn_accuracy"] for r in rl], float)
+    return {"step": np.array([r["step"] for r in rl], float),
+            "policy_tokens": np.array([r["rollout/cumulative_policy_tokens"] for r in rl], float),
+            "env_steps": np.cumsum([r["rollout/replies"] * episodes_per_step for r in rl]),
+            "accuracy": accuracy, "trailing": trailing_mean(accuracy, window)}
+
+
+def threshold_crossing(run: dict[str, np.ndarray], threshold: float, window: int
+                       ) -> dict[str, float]:
+    """RL steps, environment steps and policy tokens until the trailing accuracy over a full
+    `window` of steps first reaches `threshold` (nan when it never does)."""
+    reached = np.flatnonzero(run["trailing"][window - 1:] >= threshold)
+    i = reached[0] + window - 1 if reached.size else None
+    return {f"{k}_to_threshold": float(run[k][i]) if i is not None else float("nan")
+            for k in ("step", "env_steps", "policy_tokens")}
+
+
+def on_grid(x: np.ndarray, y: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """y(x) linearly interpolated at `grid`; nan outside the run's range of x (no
+    extrapolation: a run contributes to a band only where it has data)."""
+    return np.interp(grid, x, y, left=np.nan, right=np.nan)
+
+
+def band(runs: np.ndarray, **bootstrap) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[runs, points] -> the mean over runs at each point and its bootstrap interval."""
+    estimates = [bootstrap_mean(runs[:, j], **bootstrap) for j in range(runs.shape[1])]
+    return tuple(np.array([getattr(e, k) for e in estimates]) for k in ("mean", "low", "high"))
+
+
+# ---------------------------------------------------------------- the summary
+
+def summarise(results: list[dict], args) -> tuple[list[dict], list[dict], str]:
+    """(ablation.csv rows, curves.csv rows, ablation.md) from the finished cells' `results`
+    (and their metrics.jsonl); draws ablation.png."""
+    boot = dict(resamples=args.resamples, seed=args.bootstrap_seed)
+    runs, curve_rows, curves = [], [], {}
+    for r in results:
+        rows = read_metrics(args.out / cell_name(r["variant"], r["seed"]) / "metrics.jsonl")
+        c = curve(rows, args.window, r["episodes_per_step"])
+        curves[r["variant"], r["seed"]] = c
+        runs.append({**r, **threshold_crossing(c, args.threshold, args.window)})
+        curve_rows += [{"variant": r["variant"], "seed": r["seed"], "step": int(c["step"][i]),
+                        "policy_tokens": int(c["policy_tokens"][i]),
+                        "env_steps": float(c["env_steps"][i]),
+                        "checked_turn_accuracy": float(c["accuracy"][i]),
+                        "trailing_accuracy": float(c["trailing"][i])}
+                       for i in range(len(c["step"]))]
+    variants = [v for v in args.variants if any(r["variant"] == v for r in runs)]
+
+    def by_seed(variant: str, key: str) -> dict[int, float]:
+        return {r["seed"]: float(r[key]) for r in runs if r["variant"] == variant}
+
+    def delta(variant: str, key: str, fmt: str) -> str:
+        if variant == REFERENCE or REFERENCE not in variants:
+            return "-"
+        d = paired_difference(by_seed(variant, key), by_seed(REFERENCE, key), **boot)
+        return f"{d.mean:+{fmt}} [{d.low:+{fmt}}, {d.high:+{fmt}}] ({d.n})" if d.n else "-"
+
+    capped = [cell_name(r["variant"], r["seed"]) for r in runs if r["stopped_by"] != "budget"]
+    budgets = sorted({r["policy_token_budget"] for r in runs})
+    lines = [
+        f"Command: `python experiments/ablate_seet.py {command_flags(args)}`, "
+        f"{datetime.date.today().isoformat()}; {len(runs)} runs, mean "
+        f"{np.mean([r['minutes'] for r in runs]):.1f} min each. Each seed's SFT warm-up is shared "
+        "by every variant of that seed; each RL phase then runs until its policy has sampled "
+        f"{' / '.join(map(str, budgets))} tokens (every reply's, retries and intercepted "
+        f"attempts included; 0: no budget), at most {args.max_steps} steps. Means over seeds "
+        f"with 95% percentile-bootstrap intervals ({args.resamples} resamples, seed "
+        f"{args.bootstrap_seed}); Δ: the mean difference from {REFERENCE}, paired by seed, over "
+        "the seeds both have (n), with its interval. Held-out: greedy checked-turn accuracy "
+        f"(mean over categories) and BFCL overall on the `{HELDOUT}` split "
+        f"({args.per_category} per category) after the RL phase, in BFCL's conditions. "
+        "Env steps to threshold: environment steps (replies of every episode, retries included) "
+        f"until the rollouts' checked-turn accuracy, averaged over {args.window} RL steps, "
+        f"reaches {args.threshold}; its mean and Δ cover the runs that reach it (reached).", ""]
+    if capped:
+        lines += [f"**Not compute-matched:** {len(capped)} run(s) hit the step cap before the "
+                  f"token budget: {', '.join(capped)}.", ""]
+    lines += ["| variant | runs | RL steps | policy tokens | held-out turn acc. | Δ | "
+              "held-out BFCL overall | env steps to threshold | reached | Δ |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    estimates: dict[str, dict[str, Estimate]] = {}
+    for v in variants:
+        mine = [r for r in runs if r["variant"] == v]
+        estimates[v] = {k: bootstrap_mean([r[k] for r in mine], **boot)
+                        for k in ("test_turn_accuracy", "test_overall", "env_steps_to_threshold")}
+        steps = [r["rl_steps"] for r in mine]
+        lines.append(
+            f"| {v} | {len(mine)} | {np.mean(steps):.1f} ({min(steps)}-{max(steps)}) | "
+            f"{np.mean([r['policy_tokens'] for r in mine]):.0f} | "
+            f"{estimates[v]['test_turn_accuracy'].cell()} | "
+            f"{delta(v, 'test_turn_accuracy', '.3f')} | {estimates[v]['test_overall'].cell()} | "
+            f"{estimates[v]['env_steps_to_threshold'].cell('.0f')} | "
+            f"{estimates[v]['env_steps_to_threshold'].n}/{len(mine)} | "
+            f"{delta(v, 'env_steps_to_threshold', '.0f')} |")
+    plot(curves, estimates, variants, args)
+    return runs, curve_rows, "\n".join(lines) + "\n"
+
+
+def command_flags(args) -> str:
+    """The flags that shape the grid's figures, as ablation.md quotes them."""
+    config = Path(args.config).resolve()
+    return " ".join(
+        [f"--config={config.relative_to(ROOT) if config.is_relative_to(ROOT) else config}"]
+        + [f"--{k}={','.join(map(str, getattr(args, k)))}" for k in ("seeds", "variants")]
+        + [f"--{k}={getattr(args, k)}" for k in ("policy_tokens", "steps", "max_steps",
+                                                 "per_category", "threshold", "window",
+                                                 "resamples")])
+
+
+def plot(curves: dict[tuple[str, int], dict[str, np.ndarray]],
+         estimates: dict[str, dict[str, Estimate]], variants: list[str], args) -> None:
+    """ablation.png: per variant, the rollouts' trailing checked-turn accuracy against policy
+    tokens (each run interpolated onto one grid; mean and 95% band over seeds), and the final
+    held-out turn accuracy and env steps to threshold with their intervals."""
+    boot = dict(resamples=args.resamples, seed=args.bootstrap_seed)
+    # up to the budget, which every compute-matched run reaches (past it, fewer runs would count)
+    end = args.policy_tokens or max(c["policy_tokens"][-1] for c in curves.values())
+    grid = np.linspace(0.0, end, CURVE_POINTS)
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4), gridspec_kw={"width_ratios": [2, 1, 1]})
+    for i, v in enumerate(variants):
+        color = f"C{i}"
+        runs = np.array([on_grid(c["policy_tokens"], c["trailing"], grid)
+                         for (name, _), c in curves.items() if name == v])
+        mean, low, high = band(runs, **boot)
+        axes[0].plot(grid, mean, color=color, label=v)
+        axes[0].fill_between(grid, low, high, color=color, alpha=0.2)
+        for ax, key in zip(axes[1:], ("test_turn_accuracy", "env_steps_to_threshold")):
+            e = estimates[v][key]
+            if e.n:
+                ax.errorbar([i], [e.mean], yerr=[[e.mean - e.low], [e.high - e.mean]], fmt="o",
+                            color=color, capsize=4)
+    axes[0].set(xlabel="policy tokens sampled (retries included)",
+                ylabel=f"rollout checked-turn accuracy\n(mean of {args.window} steps)",
+                title="learning curves (mean, 95% band over seeds)")
+    axes[0].legend(fontsize=8)
+    labels = [v.replace("seet_", "").replace("_", "\n") for v in variants]
+    for ax, title in zip(axes[1:], (f"held-out ({HELDOUT}) turn accuracy, 95% CI",
+                                    f"env steps to {args.threshold} (runs reaching it)")):
+        ax.set_xticks(range(len(variants)), labels, fontsize=8)
+        ax.set_title(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(args.out / "ablation.png", dpi=110)
-    return "\n".join(lines) + "\n"
+    plt.close(fig)
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "tiny.py",
+                        help="the base run config every cell starts from")
     parser.add_argument("--out", type=Path, default=ROOT / "experiments/results/ablation")
-    parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1, 2])
+    parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")],
+                        default=[0, 1, 2, 3, 4])
     parser.add_argument("--variants", type=lambda s: s.split(","), default=list(VARIANTS))
-    parser.add_argument("--steps", type=int, default=15, help="RL steps per run")
-    parser.add_argument("--per_category", type=int, default=4, help="eval tasks per category")
+    # About 15 plain-GRPO steps of configs/tiny.py (8 episodes of ~9 replies of ~25 tokens): an
+    # estimate, not a measurement; ablation.md names any run the step cap stopped first.
+    parser.add_argument("--policy_tokens", type=int, default=30_000,
+                        help="policy tokens each RL phase samples (train.max_policy_tokens)")
+    parser.add_argument("--steps", type=int, default=15,
+                        help="RL steps the SEET curriculum is laid over")
+    parser.add_argument("--max_steps", type=int, default=60, help="RL steps at most (the cap)")
+    parser.add_argument("--per_category", type=int, default=4,
+                        help="held-out evaluation tasks per category")
     parser.add_argument("--threshold", type=float, default=0.1,
                         help="rollout checked-turn accuracy for env steps to threshold")
     parser.add_argument("--window", type=int, default=4, help="RL steps averaged for it")
-    args = parser.parse_args()
-    enable_compilation_cache()
+    parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples")
+    parser.add_argument("--bootstrap_seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=1,
+                        help="cells run at once, each in a process of its own")
+    parser.add_argument("--shard", type=parse_shard, default=(0, 1),
+                        help="i/n: run only the cells whose index mod n is i")
+    parser.add_argument("--summarise_only", action="store_true",
+                        help="write the outputs from the finished cells; run nothing")
+    args = parser.parse_args(argv)
     unknown = set(args.variants) - set(VARIANTS)
     if unknown:
-        sys.exit(f"unknown variants {sorted(unknown)}; known: {list(VARIANTS)}")
+        parser.error(f"unknown variants {sorted(unknown)}; known: {list(VARIANTS)}")
+    if args.policy_tokens < 0 or min(args.steps, args.max_steps, args.window) < 1:
+        parser.error("--policy_tokens must be >= 0; --steps, --max_steps and --window >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    results = run(args)
-    write_csv(results, args.out / "ablation.csv")
-    table = summarise(results, args)
+    grid = cells(args.variants, args.seeds)
+    failed = []
+    if not args.summarise_only:
+        _, failed = run_cells(functools.partial(run_cell, args=args), shard(grid, *args.shard),
+                              args.workers)
+        for (variant, seed), error in failed:
+            print(f"cell {cell_name(variant, seed)} failed: {error}", file=sys.stderr)
+        if args.shard[1] > 1:
+            print(f"shard {args.shard[0]}/{args.shard[1]} done; once every shard is, run "
+                  "--summarise_only")
+            return 1 if failed else 0
+    results = [r for r in (finished(args.out / cell_name(*c)) for c in grid) if r is not None]
+    if not results:
+        print("no finished cells to summarise", file=sys.stderr)
+        return 1
+    runs, curve_rows, table = summarise(results, args)
+    missing = len(grid) - len(results)
+    if missing:
+        table += f"\n{missing} of {len(grid)} cells have not finished; this covers the others.\n"
+    write_csv(runs, args.out / "ablation.csv")
+    write_csv(curve_rows, args.out / "curves.csv")
     (args.out / "ablation.md").write_text(table)
     print(table)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

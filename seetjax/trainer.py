@@ -4,10 +4,13 @@
 
 Each RL step: the curriculum's stage -> B tasks x G samples rolled out with the current parameters
 (fast loop inside) -> slow loop (anchors, counterfactual records) -> TrajectoryBatch -> one learner
-update -> metrics, records, curriculum step, checkpoint. A workdir resumes where its last
-checkpoint left off, SFT included; everything is deterministic given the config, so a resumed run
-continues exactly. Each process rolls out its own share of the tasks (task i belongs to process
-i mod P, so a process's anchor pool always covers the tasks it sees).
+update -> metrics, records, curriculum step, checkpoint. The RL phase ends after `train.steps`
+steps, or earlier, after the step at which the policy tokens sampled so far (retries included,
+over all processes) reach `train.max_policy_tokens`, so that runs can be compute-matched. A
+workdir resumes where its last checkpoint left off, SFT and the token count included; everything
+is deterministic given the config, so a resumed run continues exactly. Each process rolls out
+its own share of the tasks (task i belongs to process i mod P, so a process's anchor pool always
+covers the tasks it sees).
 """
 
 from __future__ import annotations
@@ -101,11 +104,14 @@ class TrainRun:
         bar = tqdm(range(self.step, total), initial=self.step, total=total, desc="rl",
                    disable=jax.process_index() != 0, dynamic_ncols=True)
         for step in bar:
+            if self._budget_spent():  # a resumed run whose budget ran out before train.steps
+                break
             metrics = self._rl_step(step)
             bar.set_postfix(stage=int(metrics["stage"]), reward=f"{metrics['rollout/reward']:.2f}",
                             acc=f"{metrics['rollout/checked_turn_accuracy']:.2f}",
                             fmt=f"{metrics['rollout/format_validity']:.2f}",
                             s=f"{metrics['time/rollout_s']:.1f}+{metrics['time/learn_s']:.1f}")
+        bar.close()
         self.checkpointer.wait()
         final = self._finish((untrained, after_sft), time.perf_counter() - start)
         self.writer.close()
@@ -174,6 +180,7 @@ class TrainRun:
         self.checkpointer = Checkpointer(self.workdir / "checkpoints",
                                          keep_last=config.train.keep_checkpoints)
         self.step = 0
+        self.policy_tokens = 0  # sampled in the RL steps so far, over all processes
         self._resume()  # before the writer opens metrics.jsonl: it may rewrite it
         self.writer = MetricsWriter(self.workdir)
 
@@ -193,10 +200,13 @@ class TrainRun:
         times = {"rollout_s": rolled - started, "batch_s": batched - rolled,
                  "learn_s": learned_at - batched,
                  **{f"rollout_{k}": v for k, v in result.times.metrics().items()}}
+        rollout = mean_over_processes({**result.stats(), **counts})
+        rollout["policy_tokens"] *= jax.process_count()  # the step's total, not a mean
+        self.policy_tokens += round(rollout["policy_tokens"])
         metrics = {"stage": float(stage.stage), "seet/retry_probability":
                    stage.retry_probability(self.curriculum.progress),
-                   **{f"rollout/{k}": v for k, v in mean_over_processes(
-                       {**result.stats(), **counts}).items()},
+                   **{f"rollout/{k}": v for k, v in rollout.items()},
+                   "rollout/cumulative_policy_tokens": float(self.policy_tokens),
                    **{f"learner/{k}": v for k, v in learned.items()}}
         self._write_records(result)
         if self.config.train.eval_every and (step + 1) % self.config.train.eval_every == 0:
@@ -206,9 +216,15 @@ class TrainRun:
         self.curriculum.step({k.split("/", 1)[-1]: v for k, v in metrics.items()})
         self.writer.write(step + 1, metrics)
         self.step = step + 1
-        if self.step % self.config.train.checkpoint_every == 0 or self.step == self.config.train.steps:
+        if (self.step % self.config.train.checkpoint_every == 0
+                or self.step == self.config.train.steps or self._budget_spent()):
             self._save()
         return metrics
+
+    def _budget_spent(self) -> bool:
+        """Whether `train.max_policy_tokens` (0: no budget) is reached: the RL phase is over."""
+        budget = self.config.train.max_policy_tokens
+        return bool(budget) and self.policy_tokens >= budget
 
     def _tasks_for(self, step: int) -> list[Any]:
         """This process's tasks of `step`: epochs over a seeded permutation, a pure function of
@@ -309,14 +325,15 @@ class TrainRun:
             rows = read_metrics(self.workdir / "metrics.jsonl")
             plot_curves(rows, self.workdir / "curves.png", title=str(self.workdir.name))
             (self.workdir / "report.md").write_text(run_report(
-                self.workdir.name, self.config.train.steps, seconds, milestones, rows))
+                self.workdir.name, self.step, seconds, milestones, rows))
             say(split_reports(final.env).markdown(list(final.splits.values())))
         return summary
 
     # ---------------------------------------------------------------- checkpoints
 
     def _save(self) -> None:
-        caller = {"step": self.step, "curriculum": self.curriculum.state_dict()}
+        caller = {"step": self.step, "curriculum": self.curriculum.state_dict(),
+                  "policy_tokens": self.policy_tokens}
         self.checkpointer.save(self.step, self.policies.checkpointed, caller_state=caller)
         pool = self.workdir / "anchors" / f"{self.step}.p{jax.process_index()}.json"
         pool.parent.mkdir(exist_ok=True)
@@ -334,6 +351,8 @@ class TrainRun:
         states, caller, step = restored
         self.policies.restore(states)
         self.step = caller["step"]
+        # checkpoints written before the counter existed restart it at 0
+        self.policy_tokens = int(caller.get("policy_tokens", 0))
         self.curriculum.load_state_dict(caller["curriculum"])
         pool = self.workdir / "anchors" / f"{step}.p{jax.process_index()}.json"
         self.pool.load_state_dict(json.loads(pool.read_text()))

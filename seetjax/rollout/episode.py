@@ -334,8 +334,11 @@ class Episode:
         return self.env.episode_reward(self.truncated)
 
     def stats(self) -> dict[str, int]:
+        """SEET's counters, and `policy_tokens`: every token the policy sampled in the episode
+        (each reply's, retried, intercepted and dropped attempts included: the compute spent)."""
         return {"retries": sum(t.retries for t in self.turns),
                 "hints": sum(t.hints for t in self.turns),
                 "interceptions": sum(t.interceptions for t in self.turns),
                 "turns_passed": sum(bool(t.passed) for t in self.turns),
-                "truncated": int(self.truncated), "errors": int(self.error is not None)}
+                "truncated": int(self.truncated), "errors": int(self.error is not None),
+                "policy_tokens": sum(t.tokens for t in self.turns)}

@@ -204,7 +204,9 @@ class RolloutResult:
         (EnvTuning's, comparable across kinds); turn accuracy over all turns and over the turns
         that expect calls (BFCL's checked turns); format validity, the share of replies that
         ended with their stop token and parsed; SEET's counters; and where the environment scores
-        its episodes (`ScoresEpisodes`), the mean of each part of its reward, `env_<part>`."""
+        its episodes (`ScoresEpisodes`), the mean of each part of its reward, `env_<part>`. One
+        figure is a total, not a mean: `policy_tokens`, every token the policy sampled for these
+        episodes, retries included (what a compute-matched comparison holds equal)."""
         turns = [t for e in self.episodes for t in e.turns]
         checked = [t for t in turns if t.checked]
         replies = [r for t in turns for r in t.replies]
@@ -219,6 +221,7 @@ class RolloutResult:
                "records": float(len(self.records))}
         for key in ("retries", "hints", "interceptions", "truncated", "errors"):
             out[key] = sum(s[key] for s in per_episode) / n
+        out["policy_tokens"] = float(sum(s["policy_tokens"] for s in per_episode))
         out.update({f"anchors_{k}": float(v) for k, v in self.anchors_used.items()})
         if self.episodes and all(isinstance(e.env, ScoresEpisodes) for e in self.episodes):
             parts = [e.env_reward() for e in self.episodes]

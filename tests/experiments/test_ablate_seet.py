@@ -1,9 +1,16 @@
-"""experiments/ablate_seet.py: variant overrides name real config fields; the threshold metric."""
+"""experiments/ablate_seet.py and the grid helpers it uses: variant overrides name real config
+fields; bootstrap intervals (against scipy), paired differences, steps to threshold, curve
+interpolation, shards, the summary; and a two-worker grid end to end."""
 
 import importlib.util
+import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,30 +25,175 @@ def ablate():
     return module
 
 
-def _rows(accuracies, replies=2.0):
+@pytest.fixture(scope="module")
+def grid(ablate):
+    return sys.modules["grid"]  # experiments/grid.py, as the script imported it
+
+
+def _rows(accuracies, replies=2.0, tokens=10):
     rows = [{"step": 0, "eval/train_checked_turn_accuracy": 0.0}]
-    rows += [{"step": i + 1, "rollout/replies": replies, "rollout/checked_turn_accuracy": a}
+    rows += [{"step": i + 1, "rollout/replies": replies, "rollout/checked_turn_accuracy": a,
+              "rollout/policy_tokens": tokens, "rollout/cumulative_policy_tokens": tokens * (i + 1)}
              for i, a in enumerate(accuracies)]
-    return rows
+    return rows + [{"step": len(accuracies), "eval/train_checked_turn_accuracy": 1.0}]
+
+
+def test_bootstrap_interval_is_scipys_percentile_interval(grid):
+    stats = pytest.importorskip("scipy.stats")
+    sample = [0.1, 0.4, 0.35, 0.8, 0.2, 0.55, 0.3]
+    mine = grid.bootstrap_mean(sample + [float("nan")], resamples=10_000, seed=3)
+    theirs = stats.bootstrap((np.array(sample),), np.mean, method="percentile",
+                             n_resamples=10_000, confidence_level=0.95,
+                             rng=np.random.default_rng(3)).confidence_interval
+    assert mine.n == 7 and mine.mean == pytest.approx(np.mean(sample))
+    # within Monte Carlo error whatever scipy's draws (today they are the same ones)
+    assert mine.low == pytest.approx(theirs.low, abs=0.01)
+    assert mine.high == pytest.approx(theirs.high, abs=0.01)
+    assert grid.bootstrap_mean(sample, seed=3) == mine  # seeded: the same interval again
+    assert grid.bootstrap_mean([0.4]) == grid.Estimate(0.4, 0.4, 0.4, 1)
+    assert grid.bootstrap_mean([float("nan")]).n == 0 and grid.Estimate(
+        math.nan, math.nan, math.nan, 0).cell() == "-"
+
+
+def test_paired_difference_pairs_by_seed(grid):
+    values = {0: 0.5, 1: 0.7, 2: float("nan"), 3: 0.2}
+    reference = {0: 0.4, 1: 0.4, 2: 0.1}
+    d = grid.paired_difference(values, reference)
+    # seeds 0 and 1 pair (2 has no value, 3 no reference): differences 0.1 and 0.3, whose
+    # resample means are 0.1, 0.2, 0.3 with probabilities 1/4, 1/2, 1/4
+    assert d.n == 2 and d.mean == pytest.approx(0.2)
+    assert (d.low, d.high) == pytest.approx((0.1, 0.3))
+    # a constant gain over seeds that differ widely: paired, the interval is tight around it
+    rng = np.random.default_rng(0)
+    base = dict(enumerate(rng.uniform(0.0, 0.8, 8)))
+    better = {s: v + 0.1 + rng.normal(0, 0.005) for s, v in base.items()}
+    paired = grid.paired_difference(better, base)
+    assert paired.low > 0.09 and paired.high < 0.11
+    unpaired = grid.bootstrap_mean(list(better.values()))
+    assert unpaired.high - unpaired.low > 10 * (paired.high - paired.low)
 
 
 def test_steps_to_threshold_uses_the_window_mean(ablate):
     # A single lucky step (0.5) does not count with a window of 2; steps 4-5 average 0.4.
     accuracies = [0.0, 0.5, 0.0, 0.4, 0.4]
-    steps, env = ablate.steps_to_threshold(_rows(accuracies), 0.3, 2, 8)
-    assert steps == 5 and env == 5 * 2.0 * 8
-    steps, env = ablate.steps_to_threshold(_rows(accuracies), 0.3, 1, 8)
-    assert steps == 2 and env == 2 * 2.0 * 8
-    assert all(math.isnan(x) for x in ablate.steps_to_threshold(_rows([0.1] * 5), 0.3, 2, 8))
+    run = ablate.curve(_rows(accuracies), window=2, episodes_per_step=8)
+    assert run["step"].tolist() == [1, 2, 3, 4, 5]  # the evaluation rows are not RL steps
+    assert run["trailing"].tolist() == pytest.approx([0.0, 0.25, 0.25, 0.2, 0.4])
+    assert ablate.threshold_crossing(run, 0.3, 2) == {
+        "step_to_threshold": 5, "env_steps_to_threshold": 5 * 2.0 * 8,
+        "policy_tokens_to_threshold": 50}
+    run = ablate.curve(_rows(accuracies), window=1, episodes_per_step=8)
+    assert ablate.threshold_crossing(run, 0.3, 1)["env_steps_to_threshold"] == 2 * 2.0 * 8
+    never = ablate.threshold_crossing(ablate.curve(_rows([0.1] * 5), 2, 8), 0.3, 2)
+    assert all(math.isnan(v) for v in never.values())
+
+
+def test_curves_interpolate_onto_a_common_grid(ablate):
+    grid = np.array([0, 10, 15, 30, 40, 50], float)
+    y = ablate.on_grid(np.array([10, 20, 40.0]), np.array([0, 1, 0.0]), grid)
+    np.testing.assert_allclose(y, [np.nan, 0, 0.5, 0.5, 0, np.nan])  # no extrapolation
+    runs = np.array([y, ablate.on_grid(np.array([0, 50.0]), np.array([1, 1.0]), grid)])
+    mean, low, high = ablate.band(runs, resamples=1000)
+    np.testing.assert_allclose(mean, [1, 0.5, 0.75, 0.75, 0.5, 1])  # one run where one has data
+    assert np.all(low <= mean) and np.all(mean <= high) and low[0] == high[0] == 1
+
+
+def test_shards_split_the_grid(grid, ablate):
+    cells = ablate.cells(["grpo", "seet", "seet_no_hints"], [0, 1, 2, 3, 4])
+    assert cells[:3] == [("grpo", 0), ("grpo", 1), ("grpo", 2)]  # seeds vary fastest
+    shards = [grid.shard(cells, i, 4) for i in range(4)]
+    assert sorted(c for s in shards for c in s) == sorted(cells)  # each cell in one shard
+    assert shards[1] == [cells[i] for i in (1, 5, 9, 13)]
+    assert grid.parse_shard("2/4") == (2, 4) and grid.shard(cells, 0, 1) == cells
+    for bad in ("4/4", "1", "-1/2", "a/b"):
+        with pytest.raises(ValueError, match="shard"):
+            grid.parse_shard(bad)
 
 
 @pytest.mark.parametrize("variant", ["grpo", "seet", "seet_no_hints", "seet_no_interception",
                                      "seet_no_anchors", "seet_no_curriculum"])
-def test_every_variant_is_a_valid_plan(ablate, variant):
+def test_every_variant_is_a_valid_plan(ablate, variant, tmp_path):
     from seetjax.train_config import build_plan
 
-    config = ablate.base_config(steps=5, per_category=1)
+    args = ablate.parse_args(["--out", str(tmp_path), "--policy_tokens=500", "--max_steps=9"])
+    config = ablate.cell_config(variant, 3, tmp_path / "warm", args)
+    assert (config.train.max_policy_tokens, config.train.steps, config.seed) == (500, 9, 3)
     config.model.path = ""
-    for dotted, value in ablate.VARIANTS[variant].items():
-        ablate.set_field(config, dotted, value)
     build_plan(config)
+
+
+def test_summary_tables_curves_and_figure(ablate, tmp_path):
+    args = ablate.parse_args(["--out", str(tmp_path), "--variants=grpo,seet", "--seeds=0,1,2",
+                              "--policy_tokens=40", "--window=1", "--threshold=0.5",
+                              "--resamples=500"])
+    results = []
+    for variant, seed in ablate.cells(args.variants, args.seeds):
+        gain = 0.1 if variant == "seet" else 0.0
+        # seet's third run is capped by the steps before its budget; grpo's never reaches 0.5
+        steps = 3 if (variant, seed) == ("seet", 2) else 4
+        accuracies = [min(1.0, (0.2 + gain) * (i + 1)) for i in range(steps)]
+        if variant == "grpo":
+            accuracies = [0.1 * seed] * steps
+        workdir = tmp_path / ablate.cell_name(variant, seed)
+        workdir.mkdir()
+        (workdir / "metrics.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in _rows(accuracies)))
+        results.append({"variant": variant, "seed": seed, "rl_steps": steps,
+                        "policy_tokens": 10 * steps, "policy_token_budget": 40,
+                        "stopped_by": "budget" if steps == 4 else "max_steps",
+                        "episodes_per_step": 8, "start_train_turn_accuracy": 0.2,
+                        "train_turn_accuracy": 0.3, "start_test_turn_accuracy": 0.1 * seed,
+                        "test_turn_accuracy": 0.1 * seed + gain, "test_overall": 0.0,
+                        "minutes": 1.0})
+    runs, curve_rows, table = ablate.summarise(results, args)
+    assert "**Not compute-matched:** 1 run(s) hit the step cap before the token budget: seet_s2" \
+        in table
+    grpo = next(line for line in table.splitlines() if line.startswith("| grpo |"))
+    seet = next(line for line in table.splitlines() if line.startswith("| seet |"))
+    assert grpo.startswith("| grpo | 3 | 4.0 (4-4) | 40 | 0.100 [") and "| 3.7 (3-4) | 37 |" in seet
+    assert grpo.endswith("| - | 0/3 | - |")  # never reached the threshold: counted, no mean
+    assert "| +0.100 [+0.100, +0.100] (3) |" in seet  # the same gain on every seed
+    assert "| 3/3 | - |" in seet  # reached on every seed; no grpo run to pair with
+    # accuracies 0.3, 0.6: reached at step 2, env steps 2 x 2 replies x 8 episodes
+    assert [r["env_steps_to_threshold"] for r in runs if r["variant"] == "seet"] == [32.0] * 3
+    assert len(curve_rows) == 4 * 5 + 3 and curve_rows[0] == {
+        "variant": "grpo", "seed": 0, "step": 1, "policy_tokens": 10, "env_steps": 16.0,
+        "checked_turn_accuracy": 0.0, "trailing_accuracy": 0.0}
+    assert (tmp_path / "ablation.png").stat().st_size > 0
+
+
+def _grid_command(out, *flags):
+    return [sys.executable, "experiments/ablate_seet.py", f"--out={out}",
+            "--config=configs/smoke.py", "--variants=grpo,seet", "--seeds=0,1", "--steps=2",
+            "--max_steps=3", "--policy_tokens=600", "--per_category=1", "--window=1",
+            "--resamples=200", *flags]
+
+
+@pytest.mark.slow
+def test_two_workers_run_the_grid_and_a_rerun_only_summarises(tmp_path, embedded_dir):
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one CPU device a worker
+    out = subprocess.run(_grid_command(tmp_path, "--workers=2"), cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=1200)
+    assert out.returncode == 0, out.stderr[-3000:]
+    runs = (tmp_path / "ablation.csv").read_text().splitlines()
+    assert len(runs) == 1 + 4 and (tmp_path / "curves.csv").exists()
+    assert (tmp_path / "ablation.png").exists() and "| seet | 2 |" in out.stdout
+    assert sorted(p.name for p in tmp_path.glob("sft_s*") if p.is_dir()) == ["sft_s0", "sft_s1"]
+    for cell in ("grpo_s0", "grpo_s1", "seet_s0", "seet_s1"):
+        result = json.loads((tmp_path / cell / "ablation_result.json").read_text())
+        # each stops at its budget (or at the cap, which ablation.md names)
+        assert result["policy_tokens"] >= 600 or result["rl_steps"] == 3
+        assert result["stopped_by"] == ("budget" if result["policy_tokens"] >= 600
+                                        else "max_steps")
+    # the seeds' warm-ups are shared: both variants of a seed start from the same model
+    configs = [json.loads((tmp_path / c / "config.json").read_text())["model"]["path"]
+               for c in ("grpo_s1", "seet_s1")]
+    assert configs[0] == configs[1] == str(tmp_path / "sft_s1" / "model")
+    again = subprocess.run(_grid_command(tmp_path, "--shard=1/2"), cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "once every shard is" in again.stdout  # cached: no training
+    # thresholds are recomputed from the runs' metrics: every run reaches 0 at its first step
+    summary = subprocess.run(_grid_command(tmp_path, "--summarise_only", "--threshold=0"),
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert summary.returncode == 0 and "| 2/2 |" in summary.stdout
+    assert "--threshold=0.0" in (tmp_path / "ablation.md").read_text()

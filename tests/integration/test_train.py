@@ -97,6 +97,30 @@ def test_a_resumed_run_ends_where_a_straight_one_does(tmp_path, embedded_dir):
     assert earlier.config == model.config and plan.stages[0].stage == 1
 
 
+def test_a_token_budget_ends_the_rl_phase_and_resumes_with_its_count(tmp_path, embedded_dir):
+    def rl_rows():
+        rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+        return [r for r in rows if "rollout/policy_tokens" in r]
+
+    # any step samples a token: a budget of 1 ends the RL phase after step 1 of 4, checkpointed
+    launch(tmp_path, RL_ONLY, extra=["--config.train.checkpoint_every=4",
+                                     "--config.train.max_policy_tokens=1"])
+    first = rl_rows()
+    assert [r["step"] for r in first] == [1] and first[0]["rollout/policy_tokens"] > 0
+    assert first[0]["rollout/cumulative_policy_tokens"] == first[0]["rollout/policy_tokens"]
+    assert (tmp_path / "checkpoints" / "1").exists() and (tmp_path / "model").exists()
+    # a larger budget resumes at step 1 with the count restored, and stops after step 2
+    budget = int(first[0]["rollout/cumulative_policy_tokens"]) + 1
+    stdout = launch(tmp_path, RL_ONLY, extra=["--config.train.checkpoint_every=4",
+                                              f"--config.train.max_policy_tokens={budget}"]).stdout
+    assert "resumed at step 1" in stdout
+    rows = rl_rows()
+    assert [r["step"] for r in rows] == [1, 2] and rows[0] == first[0]
+    assert rows[1]["rollout/cumulative_policy_tokens"] == (
+        first[0]["rollout/policy_tokens"] + rows[1]["rollout/policy_tokens"])
+    assert "2 RL steps" in (tmp_path / "report.md").read_text()
+
+
 def test_loading_a_config_starts_no_jax_backend():
     # launch/train.py --multihost parses --config before jax.distributed.initialize, which fails
     # once any JAX computation has started the CPU client (importing bm25s did, through the SFT
@@ -152,6 +176,7 @@ def test_two_processes_on_localhost(tmp_path, embedded_dir):
     (("env", "prompt_style", "native"), "config.eval.decodings: decoding 'official' reads"),
     (("train", "checkpoint_every", 0), "config.train.checkpoint_every"),
     (("train", "keep_checkpoints", 0), "config.train.keep_checkpoints"),
+    (("train", "max_policy_tokens", -1), "config.train.max_policy_tokens=-1: must be an integer"),
 ])
 def test_bad_configs_fail_with_the_field_named(override, message):
     config = load_config_file(ROOT / "configs" / "tiny.py")

@@ -77,6 +77,26 @@ def test_induced_anchor_from_interception(play, task):
     assert [c.name for c in anchor.calls] == ["cd", "mkdir", "mv"]
 
 
+def test_policy_tokens_count_every_sampled_reply_retries_included(tokenizer, task):
+    stage2 = default_stages()[1]
+    rollout = Rollout(tokenizer, RolloutConfig(group_size=2))
+    episodes = rollout.episodes([task], stage2, progress=0.0, seed=0)
+    # row 0's first reply is intercepted, row 1's is a format error that is retried
+    queues = [["[cd(folder='wrong')]"] + replay(task), ["[cd(folder="] + replay(task)]
+    sent = []
+
+    def respond(row):
+        sent.append(queues[row].pop(0) if queues[row] else "Done.")
+        return sent[-1]
+
+    times = rollout.play(episodes, ScriptedPolicy(tokenizer, respond))
+    assert episodes[0].stats()["interceptions"] == 1 and episodes[1].stats()["retries"] >= 1
+    stats = rollout.slow_loop(episodes, stage2, step=1).stats()
+    assert stats["policy_tokens"] == sum(len(tokenizer.encode(t)) + 1 for t in sent)
+    assert stats["policy_tokens"] == times.reply_tokens == sum(
+        e.stats()["policy_tokens"] for e in episodes)  # a total, not a mean over episodes
+
+
 def test_sampler_policy_runs_episodes_with_the_embedded_model(embedded_dir, tokenizer, task):
     model = load_hf_checkpoint(embedded_dir)
     sampler = Sampler(model, pad_id=tokenizer.pad_id)
@@ -97,7 +117,7 @@ def test_sampler_policy_runs_episodes_with_the_embedded_model(embedded_dir, toke
     replies = [r for e in result.episodes for t in e.turns for r in t.replies]
     assert times.policy_calls == max(len([r for t in e.turns for r in t.replies])
                                      for e in result.episodes)
-    assert times.reply_tokens == sum(len(r.ids) for r in replies)
+    assert times.reply_tokens == sum(len(r.ids) for r in replies) == result.stats()["policy_tokens"]
     assert times.row_steps >= times.reply_tokens
     assert times.sampling_s > 0 and times.environment_s > 0 and times.slow_loop_s > 0
     assert 0 <= times.metrics()["idle_share"] < 1
