@@ -26,7 +26,7 @@ from seetjax.models.hf import save_hf_checkpoint
 from seetjax.models.tokenizer import train_bpe_tokenizer
 from seetjax.models.transformer import Transformer
 
-_BUILDER_VERSION = 2
+_BUILDER_VERSION = 3
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Hugging Face checkpoint directories <-> seetjax models, without torch.
+"""Hugging Face checkpoint directories <-> seetjax models, without torch or transformers' configs.
 
 A directory holds `config.json`, `model.safetensors` (or numbered shards plus
 `model.safetensors.index.json`) and, optionally, tokenizer files. Parameter names follow the HF
@@ -26,68 +26,92 @@ from seetjax.models.config import ModelConfig, RopeScaling
 from seetjax.models.lora import has_lora, lora_layers, merge_lora
 from seetjax.models.safetensors_io import SafetensorsReader, write_sharded
 from seetjax.models.transformer import Transformer
-from seetjax.models.transformers_lib import transformers
 
 log = logging.getLogger(__name__)
 
 VALUE_HEAD_FILE = "value_head.safetensors"
 _ARCHITECTURES = {"qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM"}
-_CONFIG_CLASSES = {"qwen2": transformers.Qwen2Config, "llama": transformers.LlamaConfig}
 _LEAF_NAMES = {"kernel": "weight", "scale": "weight", "embedding": "weight", "bias": "bias"}
+# What transformers' Qwen2Config and LlamaConfig (5.x) take for a field config.json leaves out. A
+# null num_key_value_heads or head_dim means "as many as the query heads" / hidden // heads.
+_COMMON_DEFAULTS: dict[str, Any] = dict(
+    hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, head_dim=None,
+    hidden_act="silu", initializer_range=0.02, rms_norm_eps=1e-6, tie_word_embeddings=False,
+    pad_token_id=None, rope_theta=10000.0)
+_HF_DEFAULTS: dict[str, dict[str, Any]] = {
+    "qwen2": dict(_COMMON_DEFAULTS, vocab_size=151936, intermediate_size=22016,
+                  num_key_value_heads=32, max_position_embeddings=32768, bos_token_id=None,
+                  eos_token_id=None, use_sliding_window=False),
+    "llama": dict(_COMMON_DEFAULTS, vocab_size=32000, intermediate_size=11008,
+                  num_key_value_heads=None, max_position_embeddings=2048, bos_token_id=1,
+                  eos_token_id=2, attention_bias=False, mlp_bias=False),
+}
 
 
-def config_from_hf(hf: transformers.PretrainedConfig, **overrides: Any) -> ModelConfig:
-    """ModelConfig from a transformers config; `overrides` set seetjax-only fields."""
-    model_type = hf.model_type
-    if model_type not in _CONFIG_CLASSES:
+def config_from_hf(hf_config: Mapping[str, Any], **overrides: Any) -> ModelConfig:
+    """ModelConfig from a parsed config.json, read as transformers reads it (absent fields take
+    its defaults; legacy `rope_theta` + `rope_scaling` as well as `rope_parameters`) without
+    importing it; `overrides` set seetjax-only fields."""
+    model_type = hf_config.get("model_type")
+    if model_type not in _HF_DEFAULTS:
         raise ValueError(f"config.json: model_type={model_type!r} is not one of "
-                         f"{sorted(_CONFIG_CLASSES)}")
-    if getattr(hf, "hidden_act", "silu") != "silu":
-        raise ValueError(f"config.json: hidden_act={hf.hidden_act!r}; only silu (SwiGLU) is "
+                         f"{sorted(_HF_DEFAULTS)}")
+    hf = {**_HF_DEFAULTS[model_type], **hf_config}
+    if hf["hidden_act"] != "silu":
+        raise ValueError(f"config.json: hidden_act={hf['hidden_act']!r}; only silu (SwiGLU) is "
                          "supported")
-    if getattr(hf, "use_sliding_window", False):
+    if hf.get("use_sliding_window"):
         raise ValueError("config.json: use_sliding_window=true is not supported")
-    rope = dict(hf.rope_parameters or {})
-    rope_type = rope.get("rope_type", "default")
-    if rope_type == "default":
-        scaling = None
-    elif rope_type == "llama3":
-        scaling = RopeScaling(
-            factor=float(rope["factor"]), low_freq_factor=float(rope["low_freq_factor"]),
-            high_freq_factor=float(rope["high_freq_factor"]),
-            original_max_position_embeddings=int(rope["original_max_position_embeddings"]))
-    else:
-        raise ValueError(f"config.json: rope_type={rope_type!r} is not supported "
-                         "(default and llama3 are)")
+    rope_theta, scaling = _rope_from_hf(hf)
     if model_type == "qwen2":
         qkv_bias, o_bias, mlp_bias = True, False, False
     else:
-        qkv_bias = o_bias = bool(hf.attention_bias)
-        mlp_bias = bool(hf.mlp_bias)
+        qkv_bias = o_bias = bool(hf["attention_bias"])
+        mlp_bias = bool(hf["mlp_bias"])
     fields = dict(
-        model_type=model_type, vocab_size=hf.vocab_size, hidden_size=hf.hidden_size,
-        intermediate_size=hf.intermediate_size, num_layers=hf.num_hidden_layers,
-        num_heads=hf.num_attention_heads,
-        num_kv_heads=hf.num_key_value_heads or hf.num_attention_heads,
-        head_dim=getattr(hf, "head_dim", None) or 0, rope_theta=float(rope["rope_theta"]),
-        rope_scaling=scaling, rms_norm_eps=hf.rms_norm_eps, qkv_bias=qkv_bias, o_bias=o_bias,
-        mlp_bias=mlp_bias, tie_word_embeddings=bool(hf.tie_word_embeddings),
-        max_position_embeddings=hf.max_position_embeddings,
-        initializer_range=hf.initializer_range, bos_token_id=hf.bos_token_id,
-        eos_token_id=hf.eos_token_id, pad_token_id=hf.pad_token_id)
+        model_type=model_type, vocab_size=hf["vocab_size"], hidden_size=hf["hidden_size"],
+        intermediate_size=hf["intermediate_size"], num_layers=hf["num_hidden_layers"],
+        num_heads=hf["num_attention_heads"],
+        num_kv_heads=hf["num_key_value_heads"] or hf["num_attention_heads"],
+        head_dim=hf["head_dim"] or 0, rope_theta=rope_theta, rope_scaling=scaling,
+        rms_norm_eps=hf["rms_norm_eps"], qkv_bias=qkv_bias, o_bias=o_bias, mlp_bias=mlp_bias,
+        tie_word_embeddings=bool(hf["tie_word_embeddings"]),
+        max_position_embeddings=hf["max_position_embeddings"],
+        initializer_range=hf["initializer_range"], bos_token_id=hf["bos_token_id"],
+        eos_token_id=hf["eos_token_id"], pad_token_id=hf["pad_token_id"])
     fields.update(overrides)
     return ModelConfig(**fields)
 
 
-def config_to_hf(cfg: ModelConfig) -> transformers.PretrainedConfig:
-    """The transformers config class instance describing `cfg`."""
+def _rope_from_hf(hf: Mapping[str, Any]) -> tuple[float, RopeScaling | None]:
+    """(rope_theta, scaling) as transformers standardises them: a legacy `rope_scaling` dict
+    (`type` or `rope_type`) takes precedence over `rope_parameters`, and a theta inside the dict
+    over a top-level `rope_theta`."""
+    rope = dict(hf.get("rope_scaling") or hf.get("rope_parameters") or {})
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    theta = float(rope.get("rope_theta", hf["rope_theta"]))
+    if rope_type == "default":
+        return theta, None
+    if rope_type == "llama3":
+        return theta, RopeScaling(
+            factor=float(rope["factor"]), low_freq_factor=float(rope["low_freq_factor"]),
+            high_freq_factor=float(rope["high_freq_factor"]),
+            original_max_position_embeddings=int(rope.get("original_max_position_embeddings",
+                                                          hf["max_position_embeddings"])))
+    raise ValueError(f"config.json: rope_type={rope_type!r} is not supported "
+                     "(default and llama3 are)")
+
+
+def config_to_hf(cfg: ModelConfig) -> dict[str, Any]:
+    """The config.json describing `cfg`, as transformers' Qwen2Config / LlamaConfig read it."""
     rope: dict[str, Any] = {"rope_type": "default", "rope_theta": cfg.rope_theta}
     if cfg.rope_scaling is not None:
         s = cfg.rope_scaling
         rope.update(rope_type="llama3", factor=s.factor, low_freq_factor=s.low_freq_factor,
                     high_freq_factor=s.high_freq_factor,
                     original_max_position_embeddings=s.original_max_position_embeddings)
-    fields: dict[str, Any] = dict(
+    hf: dict[str, Any] = dict(
+        architectures=[_ARCHITECTURES[cfg.model_type]], model_type=cfg.model_type,
         vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size,
         intermediate_size=cfg.intermediate_size, num_hidden_layers=cfg.num_layers,
         num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads,
@@ -96,16 +120,17 @@ def config_to_hf(cfg: ModelConfig) -> transformers.PretrainedConfig:
         rms_norm_eps=cfg.rms_norm_eps, rope_parameters=rope,
         tie_word_embeddings=cfg.tie_word_embeddings, initializer_range=cfg.initializer_range,
         bos_token_id=cfg.bos_token_id, eos_token_id=_as_json(cfg.eos_token_id),
-        pad_token_id=cfg.pad_token_id, architectures=[_ARCHITECTURES[cfg.model_type]],
+        pad_token_id=cfg.pad_token_id, attention_dropout=0.0, use_cache=True,
         dtype=cfg.param_dtype)
     if cfg.model_type == "qwen2":
         if not cfg.qkv_bias or cfg.o_bias or cfg.mlp_bias:
             raise ValueError("a qwen2 checkpoint has q/k/v biases and no o_proj or MLP biases")
+        hf.update(use_sliding_window=False)
     else:
         if cfg.qkv_bias != cfg.o_bias:
             raise ValueError("a llama checkpoint has biases on all of q/k/v/o_proj or on none")
-        fields.update(attention_bias=cfg.qkv_bias, mlp_bias=cfg.mlp_bias)
-    return _CONFIG_CLASSES[cfg.model_type](**fields)
+        hf.update(attention_bias=cfg.qkv_bias, mlp_bias=cfg.mlp_bias)
+    return hf
 
 
 def _as_json(value: Any) -> Any:
@@ -149,11 +174,11 @@ def load_hf_checkpoint(path: str | os.PathLike, *, dtype: str = "float32",
     head absent from the directory is freshly initialised from `seed`.
     """
     path = Path(path)
-    if not (path / "config.json").is_file():  # else transformers takes it for a hub repo id
+    if not (path / "config.json").is_file():
         what = "no config.json in" if path.is_dir() else "no such directory:"
         raise FileNotFoundError(f"not a Hugging Face model directory: {what} {path}")
-    hf_cfg = transformers.AutoConfig.from_pretrained(path)
-    cfg = config_from_hf(hf_cfg, param_dtype=dtype, dtype=compute_dtype or dtype,
+    hf_config = json.loads((path / "config.json").read_text())
+    cfg = config_from_hf(hf_config, param_dtype=dtype, dtype=compute_dtype or dtype,
                          **config_overrides)
     graphdef, abstract = nnx.split(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(seed))))
     shardings = ({} if mesh is None else
@@ -217,7 +242,7 @@ def save_hf_checkpoint(model: Transformer, path: str | os.PathLike, *, tokenizer
         return path
     path.mkdir(parents=True, exist_ok=True)
     config = config_to_hf(cfg.replace(param_dtype=str(out_dtype)))
-    config.save_pretrained(path)
+    (path / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     write_sharded(tensors, path, max_shard_bytes)
     if value_head:
         safetensors.numpy.save_file(value_head, path / VALUE_HEAD_FILE)

@@ -1,4 +1,4 @@
-"""`transformers`, imported for tokenizers, chat templates and configs only.
+"""`transformers`, imported for tokenizers and chat templates only.
 
 seetjax never runs PyTorch models, so transformers' advisory "PyTorch was not found. Models won't
 be available..." is noise that a new user reads as an error: advisories are turned off before the

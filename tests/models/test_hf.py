@@ -1,6 +1,10 @@
 """Hugging Face checkpoint parity: transformers -> seetjax logits and back."""
 
+import copy
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -12,12 +16,16 @@ from flax import nnx
 
 from seetjax import sharding
 from seetjax.models import positions_from_mask
+from seetjax.models.config import ModelConfig, RopeScaling
 from seetjax.models.hf import (
     VALUE_HEAD_FILE,
     config_from_hf,
+    config_to_hf,
     load_hf_checkpoint,
     save_hf_checkpoint,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def torch_logits(model_dir, tokens, mask):
@@ -125,13 +133,140 @@ def test_missing_tensor_is_named(hf_qwen2_dir, tmp_path):
 
 
 def test_unsupported_configs_fail_with_the_field_named():
+    with pytest.raises(ValueError, match="model_type='mistral'"):
+        config_from_hf({"model_type": "mistral"})
     with pytest.raises(ValueError, match="rope_type='yarn'"):
-        config_from_hf(transformers.Qwen2Config(
-            rope_parameters={"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0}))
+        config_from_hf({"model_type": "qwen2", "rope_parameters": {
+            "rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0}})
+    with pytest.raises(ValueError, match="rope_type='linear'"):
+        config_from_hf({"model_type": "llama", "rope_scaling": {"type": "linear", "factor": 2.0}})
     with pytest.raises(ValueError, match="use_sliding_window"):
-        config_from_hf(transformers.Qwen2Config(use_sliding_window=True, sliding_window=64))
+        config_from_hf({"model_type": "qwen2", "use_sliding_window": True, "sliding_window": 64})
     with pytest.raises(ValueError, match="hidden_act"):
-        config_from_hf(transformers.LlamaConfig(hidden_act="gelu"))
+        config_from_hf({"model_type": "llama", "hidden_act": "gelu"})
+
+
+# config.json files as published (transformers 4.x: top-level rope_theta, rope_scaling) and as
+# transformers 5 writes them (rope_parameters), plus the fewest fields either class accepts.
+HUB_CONFIGS = {
+    "Qwen2.5-0.5B-Instruct": {
+        "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0,
+        "bos_token_id": 151643, "eos_token_id": 151645, "hidden_act": "silu", "hidden_size": 896,
+        "initializer_range": 0.02, "intermediate_size": 4864, "max_position_embeddings": 32768,
+        "max_window_layers": 21, "model_type": "qwen2", "num_attention_heads": 14,
+        "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+        "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": True,
+        "torch_dtype": "bfloat16", "transformers_version": "4.43.1", "use_cache": True,
+        "use_sliding_window": False, "vocab_size": 151936},
+    "Qwen2-1.5B": {
+        "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0,
+        "bos_token_id": 151643, "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 1536,
+        "initializer_range": 0.02, "intermediate_size": 8960, "max_position_embeddings": 131072,
+        "max_window_layers": 28, "model_type": "qwen2", "num_attention_heads": 12,
+        "num_hidden_layers": 28, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+        "rope_theta": 1000000.0, "sliding_window": 131072, "tie_word_embeddings": True,
+        "torch_dtype": "bfloat16", "transformers_version": "4.40.1", "use_cache": True,
+        "use_sliding_window": False, "vocab_size": 151936},
+    "Qwen2.5-7B, written by transformers 5": {
+        "architectures": ["Qwen2ForCausalLM"], "bos_token_id": 151643, "dtype": "bfloat16",
+        "eos_token_id": 151643, "head_dim": 128, "hidden_act": "silu", "hidden_size": 3584,
+        "intermediate_size": 18944, "layer_types": ["full_attention"] * 28,
+        "max_position_embeddings": 131072, "max_window_layers": 28, "model_type": "qwen2",
+        "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4,
+        "pad_token_id": None, "rms_norm_eps": 1e-06,
+        "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
+        "sliding_window": None, "tie_word_embeddings": False, "use_sliding_window": False,
+        "vocab_size": 152064},
+    "Llama-3.2-1B-Instruct": {
+        "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009], "head_dim": 64,
+        "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+        "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": False,
+        "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 16,
+        "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+        "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                         "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        "rope_theta": 500000.0, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+        "transformers_version": "4.45.0.dev0", "use_cache": True, "vocab_size": 128256},
+    "Llama-2-7b-hf": {
+        "architectures": ["LlamaForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+        "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+        "intermediate_size": 11008, "max_position_embeddings": 4096, "model_type": "llama",
+        "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+        "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": None,
+        "tie_word_embeddings": False, "torch_dtype": "float16",
+        "transformers_version": "4.31.0.dev0", "use_cache": True, "vocab_size": 32000},
+    "Llama-3.1-8B, rope_scaling with `type` and no original length": {
+        "architectures": ["LlamaForCausalLM"], "bos_token_id": 128000, "eos_token_id": 128001,
+        "hidden_size": 4096, "intermediate_size": 14336, "max_position_embeddings": 131072,
+        "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
+        "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+        "rope_scaling": {"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0},
+        "rope_theta": 500000.0, "vocab_size": 128256},
+    "LLaMA-7B (first conversion: no num_key_value_heads, no max_position_embeddings)": {
+        "architectures": ["LLaMAForCausalLM"], "bos_token_id": 0, "eos_token_id": 1,
+        "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 11008,
+        "initializer_range": 0.02, "max_sequence_length": 2048, "model_type": "llama",
+        "num_attention_heads": 32, "num_hidden_layers": 32, "rms_norm_eps": 1e-06,
+        "torch_dtype": "float16", "use_cache": True, "vocab_size": 32000},
+    "qwen2, every field default": {"model_type": "qwen2"},
+    "llama, every field default": {"model_type": "llama"},
+}
+
+
+def config_read_by_transformers(hf_config: dict) -> ModelConfig:
+    """The ModelConfig of transformers' own reading of `hf_config` (its config classes fill in
+    defaults and standardise RoPE; head_dim and biases as its Qwen2 / Llama modules take them)."""
+    hf = transformers.AutoConfig.for_model(**copy.deepcopy(hf_config))  # it edits nested dicts
+    rope = hf.rope_parameters
+    scaling = None if rope["rope_type"] == "default" else RopeScaling(
+        factor=rope["factor"], low_freq_factor=rope["low_freq_factor"],
+        high_freq_factor=rope["high_freq_factor"],
+        original_max_position_embeddings=rope["original_max_position_embeddings"])
+    qwen2 = hf.model_type == "qwen2"
+    return ModelConfig(
+        model_type=hf.model_type, vocab_size=hf.vocab_size, hidden_size=hf.hidden_size,
+        intermediate_size=hf.intermediate_size, num_layers=hf.num_hidden_layers,
+        num_heads=hf.num_attention_heads, num_kv_heads=hf.num_key_value_heads,
+        head_dim=getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads,
+        rope_theta=rope["rope_theta"], rope_scaling=scaling, rms_norm_eps=hf.rms_norm_eps,
+        qkv_bias=qwen2 or hf.attention_bias, o_bias=not qwen2 and hf.attention_bias,
+        mlp_bias=not qwen2 and hf.mlp_bias, tie_word_embeddings=hf.tie_word_embeddings,
+        max_position_embeddings=hf.max_position_embeddings,
+        initializer_range=hf.initializer_range, bos_token_id=hf.bos_token_id,
+        eos_token_id=hf.eos_token_id, pad_token_id=hf.pad_token_id)
+
+
+@pytest.mark.parametrize("name", HUB_CONFIGS)
+def test_config_json_is_read_as_transformers_reads_it(name):
+    """Our parser and transformers' config classes agree on every ModelConfig field, and the
+    config.json we write for it reads back the same in both."""
+    ours = config_from_hf(HUB_CONFIGS[name])
+    assert ours == config_read_by_transformers(HUB_CONFIGS[name])
+    written = json.loads(json.dumps(config_to_hf(ours)))
+    assert config_from_hf(written) == ours == config_read_by_transformers(written)
+
+
+@pytest.mark.usefixtures("embedded_dir")  # built here first, not inside the subprocess
+def test_loading_and_exporting_import_neither_torch_nor_transformers_configs(tmp_path):
+    """transformers' configuration module imports torch whenever it is installed (seconds in
+    every launch): reading and writing a checkpoint, tokenizer included, stays clear of it."""
+    code = (
+        "import sys\n"
+        "from seetjax.models.embedded import embedded_model_dir\n"
+        "from seetjax.models.hf import load_hf_checkpoint, save_hf_checkpoint\n"
+        "from seetjax.models.tokenizer import Tokenizer\n"
+        "path = embedded_model_dir()\n"
+        f"save_hf_checkpoint(load_hf_checkpoint(path), {str(tmp_path)!r},\n"
+        "                   tokenizer=Tokenizer.from_pretrained(path))\n"
+        "print(sorted(m for m in ('torch', 'transformers.configuration_utils') "
+        "if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines()[-1] == "[]"
+    assert (tmp_path / "config.json").exists() and (tmp_path / "tokenizer.json").exists()
 
 
 def test_sharded_placement_on_a_mesh(hf_llama_dir, padded_batch):

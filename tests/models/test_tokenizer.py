@@ -1,6 +1,8 @@
 """Tokenizers: the offline BPE + chat template, and loading HF tokenizer directories."""
 
 import copy
+import json
+import shutil
 
 import pytest
 import tokenizers
@@ -69,6 +71,24 @@ def test_saved_directory_encodes_the_same_in_transformers(embedded_dir):
     for text in bfcl_corpus()[::25] + ["  spaces\n\n\ttabs 12345 ünïcode 日本 <|im_start|>x"]:
         assert auto.encode(text, add_special_tokens=False) == ours.encode(text)
         assert ours.decode(ours.encode(text)) == text
+
+
+@pytest.mark.parametrize("declared", ["TokenizersBackend", "PreTrainedTokenizerFast",
+                                      "Qwen2TokenizerFast", None])
+def test_a_qwen2_directory_loads_with_the_class_auto_tokenizer_picks(embedded_dir, tmp_path,
+                                                                     declared):
+    """We name Qwen2Tokenizer for a qwen2 directory instead of asking AutoTokenizer (whose module
+    imports torch); AutoTokenizer picks that class too, whatever tokenizer_config.json declares."""
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(embedded_dir / name, tmp_path)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    config.pop("tokenizer_class", None)
+    if declared is not None:
+        config["tokenizer_class"] = declared
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    ours = Tokenizer.from_pretrained(tmp_path).hf
+    assert type(ours) is type(transformers.AutoTokenizer.from_pretrained(tmp_path))
+    assert type(ours) is transformers.Qwen2Tokenizer
 
 
 def test_bpe_training_is_deterministic():
