@@ -32,7 +32,7 @@ from seetjax import sharding
 from seetjax.base_model import resolve_model_path
 from seetjax.envs import registry
 from seetjax.eval.evaluate import EVAL_STAGE
-from seetjax.eval.milestones import Milestone, evaluate_milestone
+from seetjax.eval.milestones import Milestone, evaluate_milestone, first_per_category
 from seetjax.eval.reports import split_reports
 from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer
@@ -80,8 +80,12 @@ class TrainRun:
         base = resolve_model_path(self.config.model.path)
         env, data = self.plan.rollout.env, self.config.data.to_dict()
         load = registry.spec_of(env).load_tasks
-        self.tasks = local_shard(load(env, data, self.config.data.split,
-                                      self.config.data.tasks_per_category or None))
+        tasks = load(env, data, self.config.data.split,
+                     self.config.data.tasks_per_category or None)
+        self.tasks = local_shard(tasks)
+        # The milestones' training-task figures: a run may train on thousands of tasks
+        self.eval_train_tasks = local_shard(first_per_category(tasks,
+                                                               self.config.eval.per_category))
         self.split_tasks = {s: local_shard(load(env, data, s,
                                                 self.config.eval.per_category or None))
                             for s in self.plan.eval_splits}
@@ -308,7 +312,7 @@ class TrainRun:
 
     def _evaluate(self, name: str, policy: SamplerPolicy,
                   split_tasks: dict[str, list[Any]]) -> Milestone:
-        return evaluate_milestone(name, self._eval, policy, self.tasks, split_tasks,
+        return evaluate_milestone(name, self._eval, policy, self.eval_train_tasks, split_tasks,
                                   self._decodings)
 
     def _finish(self, milestones: tuple[Milestone, Milestone], seconds: float) -> dict[str, Any]:

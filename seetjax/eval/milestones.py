@@ -2,8 +2,9 @@
 SFT warm-up (the start of RL) and the model after RL, so a report separates what the warm-up and
 what RL each contributed.
 
-Each milestone holds the greedy figures on the run's training tasks (format validity, turn
-accuracy, reward: the rollout statistics of `RolloutResult.stats`) and the report of each
+Each milestone holds the greedy figures on the run's training tasks, at most `eval.per_category`
+of each category (`first_per_category`; format validity, turn accuracy, reward: the rollout
+statistics of `RolloutResult.stats`) and the report of each
 evaluation split in its environment's form (`seetjax.eval.reports`: BFCL's, or QA's EM/F1/reward/
 searches), all in BFCL's own conditions (`EVAL_STAGE`: no hints or retries). A split whose tasks
 are the training tasks reuses their episodes (greedy decoding makes them the same episodes).
@@ -66,6 +67,21 @@ class Milestone:
 def metric_name(label: str) -> str:
     """A report label as a metric-name part: "test (official)" -> "test_official"."""
     return "_".join(re.findall(r"\w+", label))
+
+
+def first_per_category(tasks: Sequence[Any], per_category: int) -> list[Any]:
+    """The first `per_category` tasks of each category (`task.category`; tasks without one form
+    one category), in their order; all of them when `per_category` is 0."""
+    if not per_category:
+        return list(tasks)
+    seen: dict[Any, int] = {}
+    kept = []
+    for task in tasks:
+        category = getattr(task, "category", None)
+        if seen.get(category, 0) < per_category:
+            seen[category] = seen.get(category, 0) + 1
+            kept.append(task)
+    return kept
 
 
 def evaluate_milestone(name: str, rollout: Rollout, policy: Policy, train_tasks: Sequence[Any],

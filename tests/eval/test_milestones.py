@@ -7,7 +7,12 @@ import numpy as np
 
 from seetjax.envs.bfcl import BfclEnvConfig, load_split
 from seetjax.eval.evaluate import EVAL_STAGE, evaluate_tasks, markdown, redecode
-from seetjax.eval.milestones import Milestone, evaluate_milestone, milestone_table
+from seetjax.eval.milestones import (
+    Milestone,
+    evaluate_milestone,
+    first_per_category,
+    milestone_table,
+)
 from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
 
 
@@ -145,3 +150,11 @@ def test_rls_gain_has_a_paired_interval_over_the_tasks():
     assert low > 0  # 8 fixed vs 1 broken out of 20 is more than resampling noise
     # without the after-SFT milestone (or entries to pair) there is no gain table
     assert "paired" not in milestone_table([_milestone("after_rl", 0.5, 0.75)])
+
+
+def test_first_per_category_keeps_order_and_caps_each_category():
+    from types import SimpleNamespace as T
+
+    tasks = [T(id=i, category=c) for i, c in enumerate("aabbbacx")] + [T(id=99)]
+    assert [t.id for t in first_per_category(tasks, 2)] == [0, 1, 2, 3, 6, 7, 99]
+    assert first_per_category(tasks, 0) == tasks
