@@ -1,6 +1,7 @@
-"""The main job in one or two minutes: configs/tiny.py cut down to a few SFT updates, two RL steps
-(stages 1 and 2) and a one-task evaluation per split. CI runs it from a bare `make install` (no
-test extra) so a missing run-time dependency fails there, not on a user's first `make demo`.
+"""The main job in one or two minutes: configs/testbed.py cut down to two RL steps (stages 1 and 2)
+and a one-task evaluation per split, starting from the embedded default after a few SFT updates
+instead of the cached base (whose first build takes minutes). CI runs it from a bare `make install`
+(no test extra) so a missing run-time dependency fails there, not on a user's first `make demo`.
 
     make smoke    # = python launch/train.py --config=configs/smoke.py --workdir=runs/smoke
 """
@@ -11,7 +12,9 @@ from seetjax.train_config import load_config_file
 
 
 def get_config():
-    config = load_config_file(Path(__file__).with_name("tiny.py"))
+    config = load_config_file(Path(__file__).with_name("testbed.py"))
+    config.model.path = ""
+    config.sft.enabled = True
     config.data.categories = "base"
     config.data.tasks_per_category = 2
     config.data.tasks_per_step = 1

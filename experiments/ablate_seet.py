@@ -3,12 +3,14 @@ seeds, each RL phase given the same budget of policy tokens.
 
 Variants: plain GRPO (no SEET); SEET; SEET without hints (standard environment in stages 1-2);
 without interception (stage 2 without it); without anchors and the counterfactual loss; without
-the curriculum (stage 3 alone for the whole run). For each seed the SFT warm-up runs once and every
-variant starts its RL phase from that model, so variants differ only in their RL phase and pair by
-seed. Each RL phase ends after the step at which the tokens its policy sampled (every reply,
-retries and intercepted attempts included: `train.max_policy_tokens`) reach `--policy_tokens`, so
-a variant that retries more runs fewer steps; `--max_steps` caps it (a run stopped by the cap is
-not compute-matched, and ablation.md says so). The SEET curriculum is laid over `--steps` RL steps
+the curriculum (stage 3 alone for the whole run). Every variant of a seed starts its RL phase from
+one model, so variants differ only in their RL phase and pair by seed: the config's SFT warm-up run
+once per seed when it has one, else its `model.path` (configs/tiny.py: "embedded:base", the
+pretrained embedded default, built once and shared by every seed). Each RL phase ends after the
+step at which the tokens its policy sampled (every reply, retries and intercepted attempts
+included: `train.max_policy_tokens`) reach `--policy_tokens`, so a variant that retries more runs
+fewer steps; `--max_steps` caps it (a run stopped by the cap is not compute-matched, and
+ablation.md says so). The SEET curriculum is laid over `--steps` RL steps
 (stages 1 and 2 a fifth each, stage 3 two fifths, then stage 4 until the run ends).
 
     python experiments/ablate_seet.py --out=experiments/results/ablation        # the grid
@@ -59,6 +61,7 @@ from grid import (  # noqa: E402
     write_csv,
 )
 
+from seetjax.base_model import resolve_model_path  # noqa: E402
 from seetjax.cache import enable_compilation_cache  # noqa: E402
 from seetjax.plots import read_metrics  # noqa: E402
 from seetjax.train_config import load_config_file  # noqa: E402
@@ -144,9 +147,13 @@ def run_cell(cell: tuple[str, int], args) -> dict:
     lock), then the cell's run unless its result is kept already."""
     enable_compilation_cache()
     variant, seed = cell
-    sft = base_config(args).sft.run.copy_and_resolve_references()
-    sft.seed = seed
-    warm = warm_up(sft, args.out / f"sft_s{seed}")
+    config = base_config(args)
+    if config.sft.enabled:
+        sft = config.sft.run.copy_and_resolve_references()
+        sft.seed = seed
+        warm = warm_up(sft, args.out / f"sft_s{seed}")
+    else:  # the config's own start ("embedded:base": built once, cached), shared by the seeds
+        warm = resolve_model_path(config.model.path)
     return cached_run(args.out / cell_name(variant, seed),
                       functools.partial(train_cell, variant, seed, warm, args))
 
@@ -360,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     grid = cells(args.variants, args.seeds)
     failed = []
     if not args.summarise_only:
+        config = base_config(args)
+        if not config.sft.enabled:  # build a cached start (embedded:base) once, not per worker
+            resolve_model_path(config.model.path)
         _, failed = run_cells(functools.partial(run_cell, args=args), shard(grid, *args.shard),
                               args.workers)
         for (variant, seed), error in failed:

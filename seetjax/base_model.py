@@ -28,23 +28,30 @@ from seetjax.models.embedded import EmbeddedSpec, embedded_model_dir, generator_
 
 EMBEDDED = "embedded"
 EMBEDDED_BASE = "embedded:base"
-_BUILDER_VERSION = 1
+_BUILDER_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
 class BaseSpec:
     """What the base is trained on and how; any change gives a new cache entry.
 
-    tasks_per_category: generated tasks per BFCL category (4 categories);
+    tasks_per_category, categories: generated tasks per category, of these categories;
+    named_values, classes, max_turns: their difficulty (`data.generated`): by default the
+        copy-free tier (`Difficulty.named_values=False`) on one API class, 1-2 turns, which a
+        4M-parameter model learns in minutes and generalises on to held-out paraphrases;
     steps, batch_size, seq_len, learning_rate: the SFT run (AdamW, warmup + cosine);
     stream_seed: the generated stream of its dialogs (runs use other seeds);
     description_chars: compact prompts' characters of each tool description (0: signatures).
     """
 
-    tasks_per_category: int = 64
-    steps: int = 200
+    tasks_per_category: int = 256
+    categories: str = "base,miss_func,long_context"
+    named_values: bool = False
+    classes: int = 1
+    max_turns: int = 2
+    steps: int = 300
     batch_size: int = 4
-    seq_len: int = 1280
+    seq_len: int = 1024
     learning_rate: float = 1e-3
     stream_seed: int = 1000
     description_chars: int = 0
@@ -60,6 +67,10 @@ def base_sft_config(spec: BaseSpec, model_dir: str | os.PathLike) -> ml_collecti
     data = config.data
     data.source, data.split, data.eval_split = "generated", "train", ""
     data.generated.seed = spec.stream_seed
+    data.generated.named_values = spec.named_values
+    data.generated.classes = spec.classes
+    data.generated.max_turns = spec.max_turns
+    data.categories = spec.categories
     data.tasks_per_category = spec.tasks_per_category
     data.compact_description_chars = spec.description_chars
     data.max_len = data.seq_len = spec.seq_len
@@ -78,8 +89,9 @@ def build_base_model(out_dir: str | os.PathLike, spec: BaseSpec | None = None) -
     from seetjax.sft import SFTRun, say
 
     spec = spec or BaseSpec()
-    say(f"building the pretrained embedded default ({spec.steps} SFT steps on "
-        f"{4 * spec.tasks_per_category} generated dialogs; cached after this once)")
+    dialogs = spec.tasks_per_category * len(spec.categories.split(","))
+    say(f"building the pretrained embedded default ({spec.steps} SFT steps on {dialogs} "
+        "generated dialogs; cached after this once)")
     work = Path(tempfile.mkdtemp(prefix="seetjax-base-"))
     try:
         SFTRun(base_sft_config(spec, embedded_model_dir(spec.embedded)), work).run()
@@ -98,6 +110,14 @@ def base_model_dir(spec: BaseSpec | None = None,
            embedded_model_dir(spec.embedded).name]
     return cached_directory("embedded-base", key, lambda tmp: build_base_model(tmp, spec),
                             cache_dir)
+
+
+def untrained_model_path(path: str) -> Path:
+    """The model a config's `model.path` starts from before any training: for "embedded:base"
+    the embedded default it was trained from (its SFT is the run's warm-up, done once and
+    cached), for anything else the model itself."""
+    return embedded_model_dir(BaseSpec().embedded) if path == EMBEDDED_BASE else (
+        resolve_model_path(path))
 
 
 def resolve_model_path(path: str) -> Path:

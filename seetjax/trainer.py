@@ -29,7 +29,7 @@ from flax import nnx
 from tqdm import tqdm
 
 from seetjax import sharding
-from seetjax.base_model import resolve_model_path
+from seetjax.base_model import EMBEDDED_BASE, resolve_model_path, untrained_model_path
 from seetjax.envs import registry
 from seetjax.eval.evaluate import EVAL_STAGE
 from seetjax.eval.milestones import Milestone, evaluate_milestone, first_per_category
@@ -98,9 +98,13 @@ class TrainRun:
                                            env=dataclasses.replace(env, decoding=d)))
             for d in self.plan.eval_decodings}
         self._check_prompts_fit()
-        untrained = self._milestone("untrained", lambda: self._untrained_policy(base))
+        path = self.config.model.path
+        untrained = self._milestone("untrained", lambda: self._untrained_policy(
+            untrained_model_path(path)))
         self._setup(self._warm_up(base))
-        after_sft = (self._milestone("after_sft", self._policy) if self.config.sft.enabled
+        # "embedded:base" is its own warm-up: SFT on generated dialogs, done once and cached
+        warmed_up = self.config.sft.enabled or path == EMBEDDED_BASE
+        after_sft = (self._milestone("after_sft", self._policy) if warmed_up
                      else untrained.renamed("after_sft"))
         if self.step == 0:  # not resumed: the curves start from both points
             self.writer.write(0, {**untrained.metrics(), **after_sft.metrics()})

@@ -189,7 +189,7 @@ def test_bad_configs_fail_with_the_field_named(override, message):
         build_plan(config)
 
 
-@pytest.mark.parametrize("name", ["tiny", "grpo", "ppo", "dpo", "sft", "smoke",
+@pytest.mark.parametrize("name", ["testbed", "tiny", "grpo", "ppo", "dpo", "sft", "smoke",
                                   "qwen2_5_7b_seet", "qwen2_5_1_5b_seet"])
 def test_shipped_configs_are_valid(name):
     config = load_config_file(ROOT / "configs" / f"{name}.py")

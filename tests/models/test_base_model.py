@@ -14,6 +14,7 @@ from seetjax.base_model import (
     base_sft_config,
     build_base_model,
     resolve_model_path,
+    untrained_model_path,
 )
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.sft import validate
@@ -27,12 +28,18 @@ def test_the_base_config_is_a_valid_sft_run_on_generated_tasks(embedded_dir):
     assert (config.data.source, config.data.split, config.data.generated.seed) == (
         "generated", "train", BaseSpec().stream_seed)
     assert config.data.generated.seed != 0  # not the stream runs train on by default
+    # the copy-free tier, without miss_param (which needs a named value)
+    assert config.data.generated.named_values is False
+    assert config.data.categories == "base,miss_func,long_context"
 
 
 def test_model_paths_resolve(embedded_dir, tmp_path):
     assert resolve_model_path("") == resolve_model_path("embedded") == embedded_dir
     assert resolve_model_path(str(tmp_path)) == tmp_path
     assert EMBEDDED_BASE == "embedded:base"
+    # a run from the base reports the embedded default it was trained from as untrained
+    assert untrained_model_path(EMBEDDED_BASE) == untrained_model_path("") == embedded_dir
+    assert untrained_model_path(str(tmp_path)) == tmp_path
 
 
 @pytest.mark.slow
