@@ -36,6 +36,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import functools
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -125,7 +127,12 @@ def train_cell(variant: str, seed: int, warm: Path, args) -> dict:
     """Trains one cell from its seed's warm-up model; its figures."""
     config = cell_config(variant, seed, warm, args)
     workdir = args.out / cell_name(variant, seed)
+    shared = args.out / "start_evals" if not base_config(args).sft.enabled else None
+    if shared is not None:
+        share_start_evals(shared, workdir / "evals", into_cell=True)
     summary = TrainRun(config, workdir).run()
+    if shared is not None:
+        share_start_evals(shared, workdir / "evals", into_cell=False)
     start, end = summary["evals"]["after_sft"], summary["evals"]["after_rl"]
     last = rl_rows(read_metrics(workdir / "metrics.jsonl"))[-1]
     tokens = int(last["rollout/cumulative_policy_tokens"])
@@ -140,6 +147,26 @@ def train_cell(variant: str, seed: int, warm: Path, args) -> dict:
             "test_turn_accuracy": split_turn_accuracy(end["splits"][HELDOUT]),
             "test_overall": end["splits"][HELDOUT]["overall"],
             "minutes": summary["seconds"] / 60}
+
+
+START_MILESTONES = ("untrained.json", "after_sft.json")
+
+
+def share_start_evals(shared: Path, evals: Path, into_cell: bool) -> None:
+    """Every cell of a grid without per-seed warm-ups starts from one model and evaluates it
+    greedily on the same tasks in the same conditions (the variants differ in RL only), so its
+    start milestones are the same files (`test_ablate_seet.py` checks two cells'): the first
+    finished cell's are kept in `shared` and copied into later cells' `evals`, where TrainRun
+    reads them instead of evaluating again. Copies go through a temporary name (parallel cells)."""
+    source, target = (shared, evals) if into_cell else (evals, shared)
+    if not all((source / name).exists() for name in START_MILESTONES):
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    for name in START_MILESTONES:
+        if not (target / name).exists():
+            tmp = target / f".{name}.{os.getpid()}"
+            shutil.copyfile(source / name, tmp)
+            os.replace(tmp, target / name)
 
 
 def run_cell(cell: tuple[str, int], args) -> dict:

@@ -197,3 +197,35 @@ def test_two_workers_run_the_grid_and_a_rerun_only_summarises(tmp_path, embedded
                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert summary.returncode == 0 and "| 2/2 |" in summary.stdout
     assert "--threshold=0.0" in (tmp_path / "ablation.md").read_text()
+
+
+@pytest.mark.slow
+def test_cells_from_one_shared_start_share_its_evaluations(tmp_path, embedded_dir):
+    # No per-seed warm-up: every cell starts from the config's model. The first cell's start
+    # milestones are kept and reused; a cell evaluated on its own (another grid) gets the same.
+    config = tmp_path / "no_warm_up.py"
+    config.write_text("from seetjax.train_config import load_config_file\n"
+                      "def get_config():\n"
+                      f"    config = load_config_file({str(ROOT / 'configs' / 'smoke.py')!r})\n"
+                      "    config.sft.enabled = False\n"
+                      "    return config\n")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+
+    def grid(out, variants, seeds):
+        command = [c for c in _grid_command(out) if not c.startswith(("--variants", "--seeds",
+                                                                      "--config"))]
+        done = subprocess.run(command + [f"--config={config}", f"--variants={variants}",
+                                         f"--seeds={seeds}"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=1200)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    grid(tmp_path / "shared", "grpo,seet", "1")
+    alone = tmp_path / "alone"
+    grid(alone, "seet", "1")
+    shared = tmp_path / "shared" / "start_evals"
+    for name in ("untrained.json", "after_sft.json"):
+        evaluated = json.loads((alone / "seet_s1" / "evals" / name).read_text())
+        assert json.loads((shared / name).read_text()) == evaluated, name
+        assert json.loads((tmp_path / "shared" / "seet_s1" / "evals" / name).read_text()) == (
+            evaluated), name
+    assert not list(tmp_path.glob("*/sft_s*"))  # no warm-up was trained
