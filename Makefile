@@ -33,10 +33,12 @@ $(VENV)/.installed-test: $(VENV)/.installed
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
-# The main job: configs/tiny.py end to end (SFT warm-up, SEET stages 1-4, evaluation), ~9 min on
-# 2 CPU cores; writes runs/tiny/{report.md,curves.png,metrics.jsonl,...} and resumes if stopped.
+# The main job: configs/testbed.py end to end (the cached pretrained base, SEET stages 1-4 on
+# generated tasks, evaluation on held-out generated tasks and BFCL); the first run also builds the
+# base (once, cached). Writes runs/testbed/{report.md,curves.png,metrics.jsonl,...}; resumes if
+# stopped. The BFCL setting: python launch/train.py --config=configs/tiny.py --workdir=runs/tiny
 demo: install
-	$(BIN)/python launch/train.py --config=configs/tiny.py --workdir=runs/tiny
+	$(BIN)/python launch/train.py --config=configs/testbed.py --workdir=runs/testbed
 
 # The main job cut to 1-2 minutes (configs/smoke.py), through the same entry point: CI runs it from
 # a bare `make install`, so a package the main job needs but only the test extra brings fails it.

@@ -155,15 +155,15 @@ START_MILESTONES = ("untrained.json", "after_sft.json")
 def share_start_evals(shared: Path, evals: Path, into_cell: bool) -> None:
     """Every cell of a grid without per-seed warm-ups starts from one model and evaluates it
     greedily on the same tasks in the same conditions (the variants differ in RL only), so its
-    start milestones are the same files (`test_ablate_seet.py` checks two cells'): the first
+    start milestone is the same file (`test_ablate_seet.py` checks two cells'): the first
     finished cell's are kept in `shared` and copied into later cells' `evals`, where TrainRun
     reads them instead of evaluating again. Copies go through a temporary name (parallel cells)."""
     source, target = (shared, evals) if into_cell else (evals, shared)
-    if not all((source / name).exists() for name in START_MILESTONES):
+    if not (source / START_MILESTONES[0]).exists():
         return
     target.mkdir(parents=True, exist_ok=True)
-    for name in START_MILESTONES:
-        if not (target / name).exists():
+    for name in START_MILESTONES:  # a run without a warm-up keeps "untrained" only
+        if (source / name).exists() and not (target / name).exists():
             tmp = target / f".{name}.{os.getpid()}"
             shutil.copyfile(source / name, tmp)
             os.replace(tmp, target / name)
