@@ -33,7 +33,7 @@ def get_config():
     data.generated.classes = 1
     data.generated.max_turns = 2
 
-    config.learner.optimizer.learning_rate = 1e-4
+    config.learner.optimizer.learning_rate = 3e-5
     config.seet.stage1.steps = 3
     config.seet.stage2.steps = 3
     config.seet.stage3.steps = 8
