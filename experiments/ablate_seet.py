@@ -353,22 +353,22 @@ def plot(curves: dict[tuple[str, int], dict[str, np.ndarray]],
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "tiny.py",
+    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "testbed.py",
                         help="the base run config every cell starts from")
     parser.add_argument("--out", type=Path, default=ROOT / "experiments/results/ablation")
     parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")],
                         default=[0, 1, 2, 3, 4])
     parser.add_argument("--variants", type=lambda s: s.split(","), default=list(VARIANTS))
-    # About 15 plain-GRPO steps of configs/tiny.py (8 episodes of ~9 replies of ~25 tokens): an
-    # estimate, not a measurement; ablation.md names any run the step cap stopped first.
-    parser.add_argument("--policy_tokens", type=int, default=30_000,
+    # About 10 plain-GRPO steps of configs/testbed.py (16 episodes sampled ~600 policy tokens a
+    # step in 2026-11-24 runs); ablation.md names any run the step cap stopped first.
+    parser.add_argument("--policy_tokens", type=int, default=6_000,
                         help="policy tokens each RL phase samples (train.max_policy_tokens)")
-    parser.add_argument("--steps", type=int, default=15,
+    parser.add_argument("--steps", type=int, default=10,
                         help="RL steps the SEET curriculum is laid over")
-    parser.add_argument("--max_steps", type=int, default=60, help="RL steps at most (the cap)")
-    parser.add_argument("--per_category", type=int, default=4,
+    parser.add_argument("--max_steps", type=int, default=20, help="RL steps at most (the cap)")
+    parser.add_argument("--per_category", type=int, default=8,
                         help="held-out evaluation tasks per category")
-    parser.add_argument("--threshold", type=float, default=0.1,
+    parser.add_argument("--threshold", type=float, default=0.5,
                         help="rollout checked-turn accuracy for env steps to threshold")
     parser.add_argument("--window", type=int, default=4, help="RL steps averaged for it")
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples")
