@@ -20,7 +20,7 @@ from seetjax.trainer import TrainRun, restore_run
 ROOT = Path(__file__).resolve().parents[2]
 # configs/tiny.py shortened: base tasks only, few steps; every stage still runs.
 SHORT = ["--config=configs/tiny.py", "--config.data.categories=base",
-         "--config.data.tasks_per_category=2", "--config.eval.per_category=1",
+         "--config.data.tasks_per_category=2", "--config.eval.per_category=2",
          "--config.eval.splits=train", "--config.sft.run.train.steps=40",
          "--config.sft.run.train.checkpoint_every=40", "--config.sft.run.data.batch_size=2",
          "--config.train.steps=4", "--config.seet.stage1.steps=1", "--config.seet.stage2.steps=1",
