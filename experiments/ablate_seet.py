@@ -185,6 +185,16 @@ def run_cell(cell: tuple[str, int], args) -> dict:
                       functools.partial(train_cell, variant, seed, warm, args))
 
 
+def start_of_rl(args, runs: list[dict]) -> str:
+    """Where every run's RL phase starts, and its held-out turn accuracy there."""
+    config = base_config(args)
+    start = ("Each seed's SFT warm-up is shared by every variant of that seed" if config.sft.enabled
+             else f"Every run starts from the config's model ({config.model.path or 'embedded'}, "
+                  "the same for every seed)")
+    return (f"{start}, at held-out turn accuracy "
+            f"{np.mean([r['start_test_turn_accuracy'] for r in runs]):.3f}")
+
+
 # ---------------------------------------------------------------- curves and thresholds
 
 def rl_rows(rows: list[dict]) -> list[dict]:
@@ -268,8 +278,8 @@ def summarise(results: list[dict], args) -> tuple[list[dict], list[dict], str]:
     lines = [
         f"Command: `python experiments/ablate_seet.py {command_flags(args)}`, "
         f"{datetime.date.today().isoformat()}; {len(runs)} runs, mean "
-        f"{np.mean([r['minutes'] for r in runs]):.1f} min each. Each seed's SFT warm-up is shared "
-        "by every variant of that seed; each RL phase then runs until its policy has sampled "
+        f"{np.mean([r['minutes'] for r in runs]):.1f} min each. {start_of_rl(args, runs)}; "
+        "each RL phase then runs until its policy has sampled "
         f"{' / '.join(map(str, budgets))} tokens (every reply's, retries and intercepted "
         f"attempts included; 0: no budget), at most {args.max_steps} steps. Means over seeds "
         f"with 95% percentile-bootstrap intervals ({args.resamples} resamples, seed "

@@ -146,6 +146,9 @@ def test_summary_tables_curves_and_figure(ablate, tmp_path):
                         "test_turn_accuracy": 0.1 * seed + gain, "test_overall": 0.0,
                         "minutes": 1.0})
     runs, curve_rows, table = ablate.summarise(results, args)
+    # the default config (the testbed) has no warm-up: every run starts from the base
+    assert ("Every run starts from the config's model (embedded:base, the same for every seed), "
+            "at held-out turn accuracy 0.100;") in table
     assert "**Not compute-matched:** 1 run(s) hit the step cap before the token budget: seet_s2" \
         in table
     grpo = next(line for line in table.splitlines() if line.startswith("| grpo |"))
