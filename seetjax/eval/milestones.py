@@ -4,14 +4,15 @@ what RL each contributed.
 
 Each milestone holds the greedy figures on the run's training tasks, at most `eval.per_category`
 of each category (`first_per_category`; format validity, turn accuracy, reward: the rollout
-statistics of `RolloutResult.stats`) and the report of each
-evaluation split in its environment's form (`seetjax.eval.reports`: BFCL's, or QA's EM/F1/reward/
-searches), all in BFCL's own conditions (`EVAL_STAGE`: no hints or retries). A split whose tasks
+statistics of `RolloutResult.stats`) and the report of each evaluation split in its environment's
+form (`seetjax.eval.reports`: BFCL's, or QA's EM/F1/reward/searches), all in BFCL's own
+conditions (`EVAL_STAGE`: no hints or retries). A split whose tasks
 are the training tasks reuses their episodes (greedy decoding makes them the same episodes).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
@@ -74,12 +75,12 @@ def first_per_category(tasks: Sequence[Any], per_category: int) -> list[Any]:
     one category), in their order; all of them when `per_category` is 0."""
     if not per_category:
         return list(tasks)
-    seen: dict[Any, int] = {}
+    seen: collections.Counter = collections.Counter()
     kept = []
     for task in tasks:
         category = getattr(task, "category", None)
-        if seen.get(category, 0) < per_category:
-            seen[category] = seen.get(category, 0) + 1
+        seen[category] += 1
+        if seen[category] <= per_category:
             kept.append(task)
     return kept
 
