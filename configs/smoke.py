@@ -27,5 +27,6 @@ def get_config():
     config.seet.stage3.steps = 1
     config.train.steps = 2
     config.train.checkpoint_every = 2
+    config.eval.splits = "train,test,bfcl:test"  # the testbed's, one task of each category
     config.eval.per_category = 1
     return config

@@ -101,8 +101,8 @@ def base_config(args):
     fifth = max(1, args.steps // 5)
     config.seet.stage1.steps, config.seet.stage2.steps, config.seet.stage3.steps = (
         fifth, fifth, 2 * fifth)
-    config.eval.splits = HELDOUT
-    config.eval.per_category = args.per_category
+    # the held-out count is the flag's; the milestones' training-task figures keep the config's
+    config.eval.splits = f"{HELDOUT}@{args.per_category}"
     config.eval.decodings = "lenient"  # variants compare under one reading; official: evaluate.py
     return config
 

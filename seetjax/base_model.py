@@ -39,7 +39,8 @@ class BaseSpec:
     named_values, classes, max_turns: their difficulty (`data.generated`): by default the
         copy-free tier (`Difficulty.named_values=False`) on one API class, 1-2 turns, which a
         4M-parameter model learns in minutes and generalises on to held-out paraphrases;
-    steps, batch_size, seq_len, learning_rate: the SFT run (AdamW, warmup + cosine);
+    steps, batch_size, seq_len, learning_rate: the SFT run (AdamW, warmup + cosine); 100 steps
+        (under one epoch, ~3.5 min on 2 cores) leave held-out accuracy near 30%, room for RL;
     stream_seed: the generated stream of its dialogs (runs use other seeds);
     description_chars: compact prompts' characters of each tool description (0: signatures).
     """
@@ -49,7 +50,7 @@ class BaseSpec:
     named_values: bool = False
     classes: int = 1
     max_turns: int = 2
-    steps: int = 300
+    steps: int = 100
     batch_size: int = 4
     seq_len: int = 1024
     learning_rate: float = 1e-3

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -187,7 +188,7 @@ class Plan:
     rollout: RolloutConfig
     sampling: SamplingParams
     eval_rollout: RolloutConfig
-    eval_splits: tuple[str, ...]  # BFCL's may name their source: "bfcl:test"
+    eval_splits: Mapping[str, int]  # split -> tasks per category (0: all); "bfcl:test" names its source
     eval_decodings: tuple[str, ...]  # () for an environment that reads replies one way
     seet: bool  # False: plain RL, no SEET mechanics (one standard stage, no counterfactual)
     max_pairs: int  # counterfactual pairs per process per step (0: none)
@@ -207,6 +208,23 @@ class Plan:
         return ROLES if self.multi_agent and self.multi_agent.separate_params else ()
 
 
+def parse_eval_splits(splits: str, per_category: int) -> dict[str, int]:
+    """`eval.splits` as split -> tasks per category: "train,test@32,bfcl:test@8" gives each split
+    `per_category` tasks of each category unless it names its own count after "@" (0: all)."""
+    counts = {}
+    for entry in (e.strip() for e in splits.split(",")):
+        if not entry:
+            continue
+        name, at, count = entry.partition("@")
+        if at and not (count.isdigit() and name.strip()):
+            raise ValueError(f"config.eval.splits: {entry!r}: a split's own count is 'split@N', "
+                             "N >= 0 tasks per category")
+        if name.strip() in counts:
+            raise ValueError(f"config.eval.splits: {name.strip()!r} appears twice")
+        counts[name.strip()] = int(count) if at else per_category
+    return counts
+
+
 def build_plan(config: ml_collections.ConfigDict) -> Plan:
     if config.model.path is None:  # an ml_collections placeholder the config left unset
         raise ValueError("config.model.path: this config needs an HF checkpoint directory")
@@ -214,9 +232,9 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     _check_counts(config)
     env = env_of(config)
     spec = registry.spec_of(env)
-    eval_splits = tuple(s.strip() for s in config.eval.splits.split(",") if s.strip())
+    eval_splits = parse_eval_splits(config.eval.splits, config.eval.per_category)
     if spec.check_data is not None:
-        spec.check_data(env, config.data.to_dict(), eval_splits, config.eval.per_category)
+        spec.check_data(env, config.data.to_dict(), eval_splits)
 
     learner = field("learner", lambda: learner_config(config.learner.to_dict()))
     limits = as_dataclass(EpisodeLimits, config.limits.to_dict(), "limits")

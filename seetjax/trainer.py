@@ -86,9 +86,8 @@ class TrainRun:
         # The milestones' training-task figures: a run may train on thousands of tasks
         self.eval_train_tasks = local_shard(first_per_category(tasks,
                                                                self.config.eval.per_category))
-        self.split_tasks = {s: local_shard(load(env, data, s,
-                                                self.config.eval.per_category or None))
-                            for s in self.plan.eval_splits}
+        self.split_tasks = {s: local_shard(load(env, data, s, count or None))
+                            for s, count in self.plan.eval_splits.items()}
         # SFT keeps the tokenizer: one evaluation rollout serves every milestone.
         tokenizer = Tokenizer.from_pretrained(base)
         self._eval = Rollout(tokenizer, self.plan.eval_rollout)

@@ -10,7 +10,7 @@ environment's spec from its section's type (`make_env`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from seetjax.envs.base import ToolEnv
@@ -26,7 +26,7 @@ class EnvSpec:
     """name: what `env.name` says. config: the section's dataclass. make: section -> a fresh
     environment. load_tasks: (section, the run config's `data` section, split, count: the first
     N tasks, None for all) -> tasks, each one `reset` accepts. check_data: (section, `data`,
-    evaluation splits, `eval.per_category`) -> None, raising a ValueError that names the field
+    evaluation split -> its tasks per category) -> None, raising a ValueError that names the field
     (`config.data.split: ...`) where `load_tasks` would fail; None: nothing to check.
     scores_episodes: its environments score their own episodes
     (`capabilities.ScoresEpisodes`), so `reward.kind="env"` applies."""
@@ -35,7 +35,7 @@ class EnvSpec:
     config: type
     make: Callable[[Any], ToolEnv]
     load_tasks: Callable[[Any, Mapping[str, Any], str, int | None], list[Any]]
-    check_data: Callable[[Any, Mapping[str, Any], Sequence[str], int], None] | None = None
+    check_data: Callable[[Any, Mapping[str, Any], Mapping[str, int]], None] | None = None
     scores_episodes: bool = False
 
 

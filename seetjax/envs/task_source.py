@@ -11,7 +11,7 @@ from the disjoint held-out vocabulary (`seetjax.envs.generated.vocab`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from seetjax.config_fields import field
@@ -110,8 +110,7 @@ def source_of(data: Mapping[str, Any]) -> TaskSource:
     return field("data.generated", lambda: task_source(data["source"], **data["generated"]))
 
 
-def check_run_data(section: Any, data: Mapping[str, Any], eval_splits: Sequence[str],
-                   eval_count: int) -> None:
+def check_run_data(section: Any, data: Mapping[str, Any], eval_splits: Mapping[str, int]) -> None:
     """BFCL's task-side checks of a run config (`EnvSpec.check_data`): the categories, the
     source, the training split and count, each evaluation split and its count."""
     for c in parse_categories(data["categories"]):
@@ -121,6 +120,6 @@ def check_run_data(section: Any, data: Mapping[str, Any], eval_splits: Sequence[
     field("data.split", lambda: source.resolve(data["split"]))
     field("data.tasks_per_category",
           lambda: source.check(data["split"], data["tasks_per_category"]))
-    for s in eval_splits:
+    for s, count in eval_splits.items():
         field("eval.splits", lambda s=s: source.resolve(s))
-        field("eval.per_category", lambda s=s: source.check(s, eval_count))
+        field("eval.per_category", lambda s=s, count=count: source.check(s, count))

@@ -154,6 +154,13 @@ def test_two_processes_on_localhost(tmp_path, embedded_dir):
     assert (tmp_path / "model" / "model.safetensors").exists()
 
 
+def test_eval_splits_may_name_their_own_count():
+    config = load_config_file(ROOT / "configs" / "tiny.py")
+    config.eval.per_category = 3
+    config.eval.splits = "train, test@5,bfcl:test@0"
+    assert build_plan(config).eval_splits == {"train": 3, "test": 5, "bfcl:test": 0}
+
+
 @pytest.mark.parametrize("override,message", [
     (("seet", "stage2", "retry_budget", -1), "config.seet.stage2"),
     (("rollout", "group_size", 1), "config.rollout.group_size"),
@@ -162,6 +169,9 @@ def test_two_processes_on_localhost(tmp_path, embedded_dir):
     (("data", "generated", "min_turns", 0), "config.data.generated: turns must be"),
     (("data", "generated", "api_classes", "Nope"), "config.data.generated: classes must be"),
     (("eval", "splits", "train,bfcl:dev"), "config.eval.splits: 'bfcl:dev'"),
+    (("eval", "splits", "train,test@x"), "config.eval.splits: 'test@x': a split's own count"),
+    (("eval", "splits", "test,test@4"), "config.eval.splits: 'test' appears twice"),
+    (("eval", "splits", "test@-4"), "config.eval.splits: 'test@-4'"),
     (("learner", "algorithm", "ppo2"), "config.learner"),
     (("env", "prompt_style", "xml"), "config.env"),
     (("sampling", "top_p", 1.5), "config.sampling"),

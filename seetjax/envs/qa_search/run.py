@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from seetjax.envs.qa_search.corpus import QATask
@@ -82,8 +82,8 @@ def load_tasks(section: QASearchRunConfig, data: Mapping[str, Any], split: str,
                                  count))
 
 
-def check_data(section: QASearchRunConfig, data: Mapping[str, Any], eval_splits: Sequence[str],
-               eval_count: int) -> None:
+def check_data(section: QASearchRunConfig, data: Mapping[str, Any],
+               eval_splits: Mapping[str, int]) -> None:
     """The task side of a qa_search run (`EnvSpec.check_data`), each field named."""
     unknown = sorted(set(data) - set(DATA_FIELDS))
     if unknown:
@@ -91,8 +91,8 @@ def check_data(section: QASearchRunConfig, data: Mapping[str, Any], eval_splits:
                          f"{list(DATA_FIELDS)}")
     check_split(section, data["split"], data["tasks_per_category"], "data.split",
                 "data.tasks_per_category")
-    for split in eval_splits:
-        check_split(section, split, eval_count, "eval.splits", "eval.per_category")
+    for split, count in eval_splits.items():
+        check_split(section, split, count, "eval.splits", "eval.per_category")
 
 
 def check_split(section: QASearchRunConfig, split: str, count: int, split_field: str,

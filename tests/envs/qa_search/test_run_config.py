@@ -20,7 +20,7 @@ def test_the_shipped_config_builds_its_plan():
     plan = build_plan(qa_config())
     assert isinstance(plan.rollout.env, QASearchRunConfig)
     assert plan.rollout.reward.kind == "env" and plan.eval_decodings == ()
-    assert plan.eval_splits == ("test",)
+    assert plan.eval_splits == {"test": qa_config().eval.per_category}
 
 
 def test_environments_share_one_retriever_and_load_questions_by_split():
