@@ -109,7 +109,8 @@ def missing_outputs(model_outputs: Sequence[str], expected_outputs: Sequence[str
 
 @dataclass(frozen=True)
 class EntryResult:
-    """An entry's official verdict (`valid`), its per-turn verdicts, and why it failed."""
+    """An entry's official verdict (`valid`), its per-turn verdicts, why it failed, and its
+    checked-turn accuracy (`checked_turn_accuracy`)."""
 
     task_id: str
     category: str
@@ -117,6 +118,19 @@ class EntryResult:
     verdicts: tuple[TurnVerdict, ...]
     error_type: str | None = None
     message: str = ""
+    turn_accuracy: float = 0.0
+
+
+def checked_turn_accuracy(task: BfclTask, verdicts: Sequence[TurnVerdict]) -> float:
+    """The share of `task`'s checked turns (those whose ground truth makes calls) that passed, a
+    turn the episode never reached counting as failed: a per-task figure finer than the entry's
+    verdict, for paired comparisons of two models on the same tasks. A task without checked
+    turns scores 1.0 when every turn was played, else 0.0."""
+    checked = [v for v in verdicts if v.checked]
+    unreached = [t for t in range(len(verdicts), task.num_turns) if task.ground_truth[t]]
+    if not checked and not unreached:
+        return float(len(verdicts) >= task.num_turns)
+    return sum(v.passed for v in checked) / (len(checked) + len(unreached))
 
 
 def check_entry(task: BfclTask, trajectory: Trajectory, check_types: bool = False) -> EntryResult:
@@ -140,17 +154,19 @@ def check_entry(task: BfclTask, trajectory: Trajectory, check_types: bool = Fals
                    f"{task.num_turns}")
         verdicts.extend(TurnVerdict(t, False, bool(task.ground_truth[t]), FORCE_TERMINATED, message)
                         for t in range(len(verdicts), task.num_turns))
-        return EntryResult(task.id, task.category, False, tuple(verdicts), FORCE_TERMINATED, message)
+        return EntryResult(task.id, task.category, False, tuple(verdicts), FORCE_TERMINATED, message,
+                           checked_turn_accuracy(task, verdicts))
     return entry_result(task, verdicts)
 
 
 def entry_result(task: BfclTask, verdicts: Sequence[TurnVerdict]) -> EntryResult:
     """The entry verdict from its turn verdicts (see `first_failure`)."""
     failure = first_failure(verdicts, task.num_turns)
+    accuracy = checked_turn_accuracy(task, verdicts)
     if failure is None:
-        return EntryResult(task.id, task.category, True, tuple(verdicts))
+        return EntryResult(task.id, task.category, True, tuple(verdicts), turn_accuracy=accuracy)
     return EntryResult(task.id, task.category, False, tuple(verdicts), failure.error_type,
-                       f"turn {failure.turn}: {failure.message}")
+                       f"turn {failure.turn}: {failure.message}", accuracy)
 
 
 def first_failure(verdicts: Sequence[TurnVerdict], num_turns: int) -> TurnVerdict | None:

@@ -149,7 +149,8 @@ def gain_table(milestones: Sequence[Milestone], confidence: float = 0.95) -> str
     if not {"after_sft", "after_rl"} <= set(by_name):
         return ""
     before, after = by_name["after_sft"], by_name["after_rl"]
-    columns = [c for c in split_reports(after.env).columns if c.entry]
+    reports = split_reports(after.env)
+    columns = [c for c in reports.columns if c.entry] + list(reports.gain_columns)
     lines = [f"\nRL's gain per task (after RL - after SFT) with its {confidence:.0%} paired "
              "bootstrap interval over the split's tasks:\n", "| split | tasks | "
              + " | ".join(" ".join(c.header.format(split="").split()) for c in columns) + " |",
@@ -161,6 +162,9 @@ def gain_table(milestones: Sequence[Milestone], confidence: float = 0.95) -> str
             continue
         cells = []
         for c in columns:
+            if not all(c.entry in e for pair in pairs for e in pair):
+                cells.append("-")  # entries written before the figure was (older runs)
+                continue
             gain, low, high = paired_gain([float(a[c.entry]) for a, _ in pairs],
                                           [float(b[c.entry]) for _, b in pairs], confidence)
             cells.append(f"{c.scale * gain:+{c.fmt}} [{c.scale * low:+{c.fmt}}, "

@@ -35,7 +35,9 @@ class SplitReports:
     """prefix: of metric names, `eval/<prefix>_<split>_<key>` for each of `metrics`.
     reports: (split, its played episodes, the rollout, the policy, decoding -> rollout) ->
     label -> report JSON. markdown: reports -> the final model's tables. about: what the
-    milestone table shows; title: of the final model's section."""
+    milestone table shows; title: of the final model's section. gain_columns: per-task figures
+    shown only in the table of RL's gains (`milestones.gain_table`), after the `columns` that
+    have entries."""
 
     prefix: str
     metrics: tuple[str, ...]
@@ -45,6 +47,7 @@ class SplitReports:
     markdown: Callable[[Sequence[Mapping[str, Any]]], str]
     about: str
     title: str
+    gain_columns: tuple[Column, ...] = ()
 
 
 def _bfcl_reports(split: str, played: Sequence[Episode], rollout: Rollout, policy: Policy,
@@ -73,7 +76,10 @@ BY_ENV = {
         "Format validity, turn accuracy (on the turns that expect calls, BFCL's checked turns, "
         "and on all turns) and reward on the training tasks; BFCL overall accuracy (%) per "
         "evaluation split. All in BFCL's own conditions (no hints or retries).",
-        "BFCL evaluation of the final model (greedy, standard environment)"),
+        "BFCL evaluation of the final model (greedy, standard environment)",
+        # finer than the entry's verdict: RL often fixes some turns of a task before all of them
+        (Column("checked_turn_accuracy", "checked-turn accuracy",
+                entry="checked_turn_accuracy"),)),
     "qa_search": SplitReports(
         "qa", ("exact_match", "f1", "format", "searches", "search_penalty", "timeout_penalty",
                "reward"),

@@ -13,6 +13,7 @@ from seetjax.eval.bfcl_checker import (
     STATE_MISMATCH,
     EntryResult,
     check_entry,
+    entry_result,
     missing_outputs,
     summarize,
 )
@@ -91,6 +92,16 @@ def test_force_terminated_when_turn_counts_differ():
     assert [v.error_type for v in short.verdicts[2:]] == [FORCE_TERMINATED] * 2
     long = check_entry(BASE0, [[gt(t)] for t in range(4)] + [[]])
     assert not long.valid and long.error_type == FORCE_TERMINATED
+
+
+def test_checked_turn_accuracy_counts_turns_never_reached_as_failed():
+    assert check_entry(BASE0, [[gt(t)] for t in range(4)]).turn_accuracy == 1.0
+    empty = check_entry(BASE0, [[gt(0)], [], [gt(2)], [gt(3)]])  # later turns fail too
+    assert empty.turn_accuracy == 0.25
+    short = check_entry(BASE0, [[gt(0)], [gt(1)]])  # 2 of the 4 turns that make calls
+    assert short.turn_accuracy == 0.5
+    # an episode cut short reports its reached turns only: the same figure
+    assert entry_result(BASE0, short.verdicts[:2]).turn_accuracy == 0.5
 
 
 def test_steps_without_calls_are_skipped_like_bfcls_decoder():

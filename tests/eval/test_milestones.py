@@ -129,9 +129,11 @@ def test_markdown_takes_reports_or_their_json():
     assert "| test | 50.0 | 50.0 | - | - | - | 4 |" in table
 
 
-def _with_entries(milestone, valid):
-    split = dict(milestone.splits["test"],
-                 entries=[{"id": f"t{i}", "valid": v} for i, v in enumerate(valid)])
+def _with_entries(milestone, valid, turn_accuracy=None):
+    entries = [{"id": f"t{i}", "valid": v} for i, v in enumerate(valid)]
+    for entry, accuracy in zip(entries, turn_accuracy or []):
+        entry["checked_turn_accuracy"] = accuracy
+    split = dict(milestone.splits["test"], entries=entries)
     return Milestone(milestone.name, milestone.tasks, {"test": split})
 
 
@@ -150,6 +152,20 @@ def test_rls_gain_has_a_paired_interval_over_the_tasks():
     assert low > 0  # 8 fixed vs 1 broken out of 20 is more than resampling noise
     # without the after-SFT milestone (or entries to pair) there is no gain table
     assert "paired" not in milestone_table([_milestone("after_rl", 0.5, 0.75)])
+
+
+def test_rls_gain_in_checked_turn_accuracy_beside_tasks_solved():
+    # RL raises every task's turn accuracy by 0.25 and solves none more: the finer figure shows
+    # it, with an interval of zero width (every resample has the same mean); entries written
+    # before the figure existed show '-'.
+    before, after = [0.25] * 4, [0.5] * 4
+    table = milestone_table([_with_entries(_milestone("after_sft", 0.5, 0.5), [False] * 4, before),
+                             _with_entries(_milestone("after_rl", 0.5, 0.5), [False] * 4, after)])
+    assert "| split | tasks | BFCL overall | checked-turn accuracy |" in table
+    assert "| test | 4 | +0.0 [+0.0, +0.0] | +0.250 [+0.250, +0.250] |" in table
+    old = milestone_table([_with_entries(_milestone("after_sft", 0.5, 0.5), [False] * 4),
+                           _with_entries(_milestone("after_rl", 0.5, 0.5), [False] * 4, after)])
+    assert "| test | 4 | +0.0 [+0.0, +0.0] | - |" in old
 
 
 def test_first_per_category_keeps_order_and_caps_each_category():
