@@ -197,6 +197,10 @@ def validate(config: ml_collections.ConfigDict) -> None:
     if data.max_len > data.seq_len:
         raise ValueError(f"config.data.max_len={data.max_len} > seq_len={data.seq_len}: a "
                          "dialog must fit in a row")
+    cap = data.max_observation_tokens
+    if not isinstance(cap, int) or isinstance(cap, bool) or cap < 0:
+        raise ValueError(f"config.data.max_observation_tokens={cap!r}: must be an integer >= 0 "
+                         "(0: observations kept whole)")
     stage_groups(data)
     pipeline_config(config, 0, 0)
     coreset_config(config, 0)
@@ -249,7 +253,8 @@ class SFTRun:
         dialogs, failed = load_dialogs(data, group, split)
         if split is None:  # a training stage: the single-turn dialogs join each one
             dialogs = [*dialogs, *self.single_turn]
-        examples, formatted = format_dialogs(dialogs, self.tokenizer, data.max_len, data.truncate)
+        examples, formatted = format_dialogs(dialogs, self.tokenizer, data.max_len, data.truncate,
+                                             data.max_observation_tokens)
         say(f"{what}: {formatted}")
         self.report[what] = {"data": split or group, "not_converted": failed,
                              "formatted": formatted.formatted, "left_out": formatted.dropped,

@@ -52,6 +52,9 @@ def default_sft_config() -> ml_collections.ConfigDict:
     config.data.stages = ""
     config.data.max_len = 2048  # longer dialogs are truncated at a message boundary or dropped
     config.data.truncate = True
+    # > 0: each tool observation cut to this many tokens and marked, as rollouts show it
+    # (`limits.max_observation_tokens` of the RL run the SFT warms up); 0: kept whole
+    config.data.max_observation_tokens = 0
     config.data.seq_len = 2048  # tokens per row (>= max_len)
     config.data.batch_size = 4  # rows per step over all processes
     config.data.packing = True

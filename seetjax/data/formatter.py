@@ -17,6 +17,7 @@ import numpy as np
 
 from seetjax.data.dialogs import Dialog, check_unique_ids, lexical_diversity, listing
 from seetjax.models.tokenizer import Tokenizer
+from seetjax.rollout.chat import cap_observation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,10 +56,14 @@ class FormatReport:
 
 
 def format_dialog(dialog: Dialog, tokenizer: Tokenizer, max_len: int | None = None,
-                  truncate: bool = False) -> Example | str:
+                  truncate: bool = False, max_observation_tokens: int = 0) -> Example | str:
     """The Example of `dialog`, or the reason it is left out: longer than `max_len` tokens
-    (unless `truncate`: then cut at the last message boundary that fits) or nothing to train on."""
-    chat = tokenizer.encode_messages(dialog.messages, dialog.tools)
+    (unless `truncate`: then cut at the last message boundary that fits) or nothing to train on.
+    `max_observation_tokens` > 0 cuts each tool observation as rollouts do (`cap_observation`)."""
+    messages = dialog.messages
+    if max_observation_tokens:
+        messages = [cap_observation(m, tokenizer, max_observation_tokens) for m in messages]
+    chat = tokenizer.encode_messages(messages, dialog.tools)
     length = len(chat.ids)
     if max_len is not None and length > max_len:
         if not truncate:
@@ -75,13 +80,14 @@ def format_dialog(dialog: Dialog, tokenizer: Tokenizer, max_len: int | None = No
 
 
 def format_dialogs(dialogs: Sequence[Dialog], tokenizer: Tokenizer, max_len: int | None = None,
-                   truncate: bool = False) -> tuple[list[Example], FormatReport]:
+                   truncate: bool = False,
+                   max_observation_tokens: int = 0) -> tuple[list[Example], FormatReport]:
     """Formats every dialog (ids must be unique); returns the examples and a report naming the
     dialogs left out and those truncated."""
     check_unique_ids(dialogs)
     examples, dropped, truncated = [], {}, []
     for dialog in dialogs:
-        example = format_dialog(dialog, tokenizer, max_len, truncate)
+        example = format_dialog(dialog, tokenizer, max_len, truncate, max_observation_tokens)
         if isinstance(example, str):
             dropped[dialog.id] = example
             continue

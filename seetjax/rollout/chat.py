@@ -25,6 +25,20 @@ from seetjax.models.tokenizer import Tokenizer
 SegmentKind = Literal["prompt", "reply", "closing", "observation"]
 
 
+def cap_observation(message: Mapping[str, Any], tokenizer: Tokenizer,
+                    max_tokens: int) -> dict[str, Any]:
+    """`message` with a tool observation's content cut to its first `max_tokens` tokens and
+    marked " ...[truncated]": how rollouts show a long observation, and SFT dialogs with
+    `data.max_observation_tokens` (so the warm-up sees what the policy will)."""
+    message = dict(message)
+    if message.get("role") != "tool":
+        return message
+    ids = tokenizer.encode(message["content"])
+    if len(ids) > max_tokens:
+        message["content"] = tokenizer.decode(ids[:max_tokens]) + " ...[truncated]"
+    return message
+
+
 @dataclasses.dataclass
 class Segment:
     ids: list[int]

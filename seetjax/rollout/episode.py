@@ -21,7 +21,7 @@ from seetjax.envs.base import EpisodeTrace, StepCode, StepResult, ToolEnv
 from seetjax.envs.capabilities import GroundTruth, Hints, ReadsCalls, Rewindable, ScoresEpisodes
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rewards import RewardConfig, assigned_rewards, progress_reward
-from seetjax.rollout.chat import Conversation
+from seetjax.rollout.chat import Conversation, cap_observation
 from seetjax.sampling import Completion
 from seetjax.seet.anchors import state_key
 from seetjax.seet.config import StageConfig
@@ -276,15 +276,7 @@ class Episode:
         return ids
 
     def _capped(self, message: Mapping[str, Any]) -> dict[str, Any]:
-        """Caps a tool observation's content at max_observation_tokens."""
-        message = dict(message)
-        if message.get("role") != "tool":
-            return message
-        ids = self.tokenizer.encode(message["content"])
-        if len(ids) > self.limits.max_observation_tokens:
-            message["content"] = (self.tokenizer.decode(ids[:self.limits.max_observation_tokens])
-                                  + " ...[truncated]")
-        return message
+        return cap_observation(message, self.tokenizer, self.limits.max_observation_tokens)
 
     def _truncate(self) -> None:
         """The context is full: the episode ends; turns not judged yet fail."""

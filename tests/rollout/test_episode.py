@@ -2,7 +2,10 @@
 
 import numpy as np
 
+from seetjax.data.dialogs import Dialog
+from seetjax.data.formatter import format_dialog
 from seetjax.envs.bfcl_data import load_tasks
+from seetjax.rollout.chat import cap_observation
 from seetjax.rollout.episode import Episode, EpisodeLimits
 from seetjax.seet.config import StageConfig
 from tests.rollout.conftest import calls_text
@@ -180,3 +183,21 @@ def test_an_attempt_cut_off_by_the_context_is_still_excluded(play, task):
     assert e.truncated and len(replies) > 3
     assert all(r.attempt for r in e.turns[0].replies)  # every reply a granted retry
     assert all(s.masked for s in replies)
+
+
+def test_a_long_observation_is_cut_as_sft_dialogs_cut_it(play, task, tokenizer):
+    """Rollouts show a long tool output cut to `max_observation_tokens` and marked; SFT dialogs
+    with `data.max_observation_tokens` cut it the same way, so the warm-up sees what the policy
+    will."""
+    _, (e,) = play([task], STANDARD, [["[ls(a=True)]"]],
+                   limits=EpisodeLimits(max_observation_tokens=4))
+    raw = next(m for m in e.env.history if m["role"] == "tool")
+    cut = cap_observation(raw, tokenizer, 4)["content"]
+    assert len(tokenizer.encode(raw["content"])) > 4 and cut.endswith(" ...[truncated]")
+    shown = feedback_texts(tokenizer, e)[0]
+    assert cut in shown and raw["content"] not in shown
+    dialog = Dialog("d", [*e.env.history[:2], {"role": "assistant", "content": "[ls(a=True)]"},
+                          raw, {"role": "assistant", "content": "Done."}])
+    text = tokenizer.decode(format_dialog(dialog, tokenizer, max_observation_tokens=4).tokens)
+    assert cut in text and raw["content"] not in text
+    assert raw["content"] in tokenizer.decode(format_dialog(dialog, tokenizer).tokens)  # 0: whole
