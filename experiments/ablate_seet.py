@@ -294,8 +294,8 @@ def summarise(results: list[dict], args) -> tuple[list[dict], list[dict], str]:
         lines += [f"**Not compute-matched:** {len(capped)} run(s) hit the step cap before the "
                   f"token budget: {', '.join(capped)}.", ""]
     lines += ["| variant | runs | RL steps | policy tokens | held-out turn acc. | Δ | "
-              "held-out BFCL overall | env steps to threshold | reached | Δ |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "held-out BFCL overall | Δ | env steps to threshold | reached | Δ |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     estimates: dict[str, dict[str, Estimate]] = {}
     for v in variants:
         mine = [r for r in runs if r["variant"] == v]
@@ -307,6 +307,7 @@ def summarise(results: list[dict], args) -> tuple[list[dict], list[dict], str]:
             f"{np.mean([r['policy_tokens'] for r in mine]):.0f} | "
             f"{estimates[v]['test_turn_accuracy'].cell()} | "
             f"{delta(v, 'test_turn_accuracy', '.3f')} | {estimates[v]['test_overall'].cell()} | "
+            f"{delta(v, 'test_overall', '.3f')} | "
             f"{estimates[v]['env_steps_to_threshold'].cell('.0f')} | "
             f"{estimates[v]['env_steps_to_threshold'].n}/{len(mine)} | "
             f"{delta(v, 'env_steps_to_threshold', '.0f')} |")

@@ -143,7 +143,7 @@ def test_summary_tables_curves_and_figure(ablate, tmp_path):
                         "stopped_by": "budget" if steps == 4 else "max_steps",
                         "episodes_per_step": 8, "start_train_turn_accuracy": 0.2,
                         "train_turn_accuracy": 0.3, "start_test_turn_accuracy": 0.1 * seed,
-                        "test_turn_accuracy": 0.1 * seed + gain, "test_overall": 0.0,
+                        "test_turn_accuracy": 0.1 * seed + gain, "test_overall": gain / 2,
                         "minutes": 1.0})
     runs, curve_rows, table = ablate.summarise(results, args)
     # the default config (the testbed) has no warm-up: every run starts from the base
@@ -156,6 +156,7 @@ def test_summary_tables_curves_and_figure(ablate, tmp_path):
     assert grpo.startswith("| grpo | 3 | 4.0 (4-4) | 40 | 0.100 [") and "| 3.7 (3-4) | 37 |" in seet
     assert grpo.endswith("| - | 0/3 | - |")  # never reached the threshold: counted, no mean
     assert "| +0.100 [+0.100, +0.100] (3) |" in seet  # the same gain on every seed
+    assert "| 0.050 [0.050, 0.050] | +0.050 [+0.050, +0.050] (3) |" in seet  # tasks solved
     assert "| 3/3 | - |" in seet  # reached on every seed; no grpo run to pair with
     # accuracies 0.3, 0.6: reached at step 2, env steps 2 x 2 replies x 8 episodes
     assert [r["env_steps_to_threshold"] for r in runs if r["variant"] == "seet"] == [32.0] * 3
