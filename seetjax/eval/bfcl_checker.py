@@ -110,7 +110,7 @@ def missing_outputs(model_outputs: Sequence[str], expected_outputs: Sequence[str
 @dataclass(frozen=True)
 class EntryResult:
     """An entry's official verdict (`valid`), its per-turn verdicts, why it failed, and its
-    checked-turn accuracy (`checked_turn_accuracy`)."""
+    checked-turn accuracy (`turn_accuracy`: see `checked_turn_accuracy`)."""
 
     task_id: str
     category: str
