@@ -215,13 +215,13 @@ def parse_eval_splits(splits: str, per_category: int) -> dict[str, int]:
     for entry in (e.strip() for e in splits.split(",")):
         if not entry:
             continue
-        name, at, count = entry.partition("@")
-        if at and not (count.isdigit() and name.strip()):
+        name, at, count = (part.strip() for part in entry.partition("@"))
+        if at and not (count.isdigit() and name):
             raise ValueError(f"config.eval.splits: {entry!r}: a split's own count is 'split@N', "
                              "N >= 0 tasks per category")
-        if name.strip() in counts:
-            raise ValueError(f"config.eval.splits: {name.strip()!r} appears twice")
-        counts[name.strip()] = int(count) if at else per_category
+        if name in counts:
+            raise ValueError(f"config.eval.splits: {name!r} appears twice")
+        counts[name] = int(count) if at else per_category
     return counts
 
 
