@@ -45,9 +45,11 @@ demo: install
 smoke: install
 	$(BIN)/python launch/train.py --config=configs/smoke.py --workdir=runs/smoke
 
+# Tests go out two at a time (--maxschedchunk=2), the slow ones first (tests/conftest.py): a worker
+# that finishes early takes the next test instead of waiting on a long run queued behind it.
 test: install-test
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n auto tests
+	$(BIN)/python -m pytest -n auto --maxschedchunk=2 tests
 
 # The peer benchmarks, side by side with PyTorch on the same pinned CPUs (THREADS=0: all), then one
 # table of this invocation's figures (medians, spreads, ratios, load); rows also go to BENCHMARKS.md.

@@ -36,6 +36,7 @@ def get_config():
     sft.tasks_per_category = config.data.get_ref("tasks_per_category")
     sft.prompt_style = config.env.get_ref("prompt_style")
     sft.compact_description_chars = config.env.get_ref("compact_description_chars")
+    sft.max_observation_tokens = config.limits.get_ref("max_observation_tokens")
     sft.max_len = sft.seq_len = 1280  # longer dialogs are cut at a message boundary
     sft.eval_split = ""
     config.sft.run.train.steps = 100

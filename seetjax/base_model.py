@@ -42,7 +42,10 @@ class BaseSpec:
     steps, batch_size, seq_len, learning_rate: the SFT run (AdamW, warmup + cosine); 100 steps
         (under one epoch, ~3.5 min on 2 cores) leave held-out accuracy near 30%, room for RL;
     stream_seed: the generated stream of its dialogs (runs use other seeds);
-    description_chars: compact prompts' characters of each tool description (0: signatures).
+    description_chars: compact prompts' characters of each tool description (0: signatures);
+    max_observation_tokens: tool observations cut as the testbed's rollouts cut them
+        (`limits.max_observation_tokens`), so the base trains on what its policy will see
+        (uncut, 97 of the 768 dialogs overflowed `seq_len` mid-dialog and lost their later turns).
     """
 
     tasks_per_category: int = 256
@@ -56,6 +59,7 @@ class BaseSpec:
     learning_rate: float = 1e-3
     stream_seed: int = 1000
     description_chars: int = 0
+    max_observation_tokens: int = 256
     embedded: EmbeddedSpec = EmbeddedSpec()
 
 
@@ -74,6 +78,7 @@ def base_sft_config(spec: BaseSpec, model_dir: str | os.PathLike) -> ml_collecti
     data.categories = spec.categories
     data.tasks_per_category = spec.tasks_per_category
     data.compact_description_chars = spec.description_chars
+    data.max_observation_tokens = spec.max_observation_tokens
     data.max_len = data.seq_len = spec.seq_len
     data.batch_size = spec.batch_size
     config.learner.optimizer.learning_rate = spec.learning_rate

@@ -20,6 +20,13 @@ if str(_cache := enable_compilation_cache()) != ".":
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 
+
+def pytest_collection_modifyitems(items):
+    # xdist hands tests out in collection order: the long end-to-end runs (marked slow) go first,
+    # so the short ones fill the workers' last minutes instead of one worker ending on a 2-minute
+    # run while the other waits.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
 def _random_hf_model(kind: str, out_dir) -> str:
     """A tiny random Qwen2 or Llama-3 model saved by transformers, with non-zero biases."""
     import torch

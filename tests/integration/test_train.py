@@ -97,6 +97,7 @@ def test_a_resumed_run_ends_where_a_straight_one_does(tmp_path, embedded_dir):
     assert earlier.config == model.config and plan.stages[0].stage == 1
 
 
+@pytest.mark.slow
 def test_a_token_budget_ends_the_rl_phase_and_resumes_with_its_count(tmp_path, embedded_dir):
     def rl_rows():
         rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

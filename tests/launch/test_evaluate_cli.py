@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.launch.flagcheck import assert_flag_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,17 +23,18 @@ def test_evaluate_script_writes_reports(embedded_dir, tmp_path):
     assert "| test |" in stem.with_suffix(".md").read_text()
 
 
-@pytest.mark.parametrize("flag,message", [
-    ("--splits=train,bogus", "--splits"), ("--categories=base,nope", "--categories"),
-    ("--per_category=-1", "--per_category"), ("--max_reply_tokens=0", "--max_reply_tokens"),
-    ("--max_episode_tokens=100", "--max_episode_tokens"),
-    ("--compact_description_chars=-1", "--compact_description_chars"),
-    ("--run=x", "--run or --model"), ("--temperature=-1", "--temperature"),
-    ("--decoding=lenient,strict", "--decoding")])
-def test_bad_flags_fail_before_anything_loads(flag, message):
-    extra = ["--model=y"] if flag.startswith("--run") else []
-    extra += ["--max_reply_tokens=256"] if "episode" in flag else []
-    out = subprocess.run([sys.executable, "launch/evaluate.py", flag, *extra], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode != 0 and message in out.stderr, out.stderr[-1000:]
+BAD_FLAGS = [
+    (["--splits=train,bogus"], "--splits"), (["--categories=base,nope"], "--categories"),
+    (["--per_category=-1"], "--per_category"), (["--max_reply_tokens=0"], "--max_reply_tokens"),
+    (["--max_episode_tokens=100", "--max_reply_tokens=256"], "--max_episode_tokens"),
+    (["--compact_description_chars=-1"], "--compact_description_chars"),
+    (["--run=x", "--model=y"], "--run or --model"), (["--temperature=-1"], "--temperature"),
+    (["--decoding=lenient,strict"], "--decoding")]
+
+
+def test_bad_flags_fail_before_anything_loads():
+    assert_flag_errors("launch/evaluate.py", BAD_FLAGS + [(["--per_category=3"], "")])
+    out = subprocess.run([sys.executable, "launch/evaluate.py", "--per_category=-1"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)  # the real command line
+    assert out.returncode != 0 and "--per_category" in out.stderr, out.stderr[-1000:]
     assert "Traceback" not in out.stderr
