@@ -90,8 +90,11 @@ class Tokenizer:
         return len(self.hf)
 
     def encode(self, text: str) -> list[int]:
-        """Ids of `text`; special-token strings in it map to their ids, nothing is added."""
-        return self.hf.encode(text, add_special_tokens=False)
+        """Ids of `text`; special-token strings in it map to their ids, nothing is added.
+        transformers' warning about texts over the model's context is off: texts are encoded
+        whole before a cut (a long tool observation), and episode and SFT token limits keep what
+        reaches the model within its context."""
+        return self.hf.encode(text, add_special_tokens=False, verbose=False)
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
         return self.hf.decode(list(ids), skip_special_tokens=skip_special_tokens)

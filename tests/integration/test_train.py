@@ -18,17 +18,20 @@ from seetjax.train_config import build_plan, load_config_file
 from seetjax.trainer import TrainRun, restore_run
 
 ROOT = Path(__file__).resolve().parents[2]
-# configs/tiny.py shortened: base tasks only, few steps; every stage still runs.
-SHORT = ["--config=configs/tiny.py", "--config.data.categories=base",
-         "--config.data.tasks_per_category=2", "--config.eval.per_category=2",
-         "--config.eval.splits=train", "--config.sft.run.train.steps=40",
-         "--config.sft.run.train.checkpoint_every=40", "--config.sft.run.data.batch_size=2",
-         "--config.train.steps=4", "--config.seet.stage1.steps=1", "--config.seet.stage2.steps=1",
-         "--config.seet.stage3.steps=1", "--config.train.checkpoint_every=2"]
-# Without the warm-up: RL only, short episodes (fast, for resume and multi-process checks).
-RL_ONLY = SHORT + ["--config.sft.enabled=false", "--config.eval.splits=",
-                   "--config.limits.max_episode_tokens=768", "--config.limits.max_reply_tokens=16",
-                   "--config.limits.max_turn_tokens=32"]
+# The main job as configs/smoke.py cuts it (SFT warm-up from the embedded default on two generated
+# tasks), with enough warm-up to learn them and one RL step per SEET stage.
+MAIN_JOB = ["--config=configs/smoke.py", "--config.eval.per_category=2",
+            "--config.eval.splits=train", "--config.sft.run.train.steps=30",
+            "--config.sft.run.train.checkpoint_every=30", "--config.sft.run.data.batch_size=1",
+            "--config.train.steps=4", "--config.train.checkpoint_every=2"]
+# configs/tiny.py (BFCL) without its warm-up: RL only on two base tasks, short episodes, one step
+# per SEET stage (fast, for resume, budget and multi-process checks).
+RL_ONLY = ["--config=configs/tiny.py", "--config.sft.enabled=false",
+           "--config.data.categories=base", "--config.data.tasks_per_category=2",
+           "--config.eval.splits=", "--config.train.steps=4", "--config.seet.stage1.steps=1",
+           "--config.seet.stage2.steps=1", "--config.seet.stage3.steps=1",
+           "--config.train.checkpoint_every=2", "--config.limits.max_episode_tokens=768",
+           "--config.limits.max_reply_tokens=16", "--config.limits.max_turn_tokens=32"]
 
 
 def launch(workdir, flags, env=None, extra=()):
@@ -44,8 +47,8 @@ def params(workdir):
 
 
 @pytest.mark.slow
-def test_short_tiny_run_learns_and_writes_everything(tmp_path, embedded_dir):
-    launch(os.path.relpath(tmp_path, ROOT), SHORT)  # a relative workdir, as `make demo` gives
+def test_short_main_job_learns_and_writes_everything(tmp_path, embedded_dir):
+    launch(os.path.relpath(tmp_path, ROOT), MAIN_JOB)  # a relative workdir, as `make demo` gives
     evals = json.loads((tmp_path / "summary.json").read_text())["evals"]
     assert list(evals) == ["untrained", "after_sft", "after_rl"]
     initial, final = evals["untrained"]["tasks"], evals["after_rl"]["tasks"]
