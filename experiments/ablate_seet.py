@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import functools
+import json
 import os
 import shutil
 import sys
@@ -64,6 +65,7 @@ from grid import (  # noqa: E402
 )
 
 from seetjax.base_model import resolve_model_path  # noqa: E402
+from seetjax.bootstrap import bootstrap_interval, two_level_interval  # noqa: E402
 from seetjax.cache import enable_compilation_cache  # noqa: E402
 from seetjax.plots import read_metrics  # noqa: E402
 from seetjax.train_config import load_config_file  # noqa: E402
@@ -311,8 +313,65 @@ def summarise(results: list[dict], args) -> tuple[list[dict], list[dict], str]:
             f"{estimates[v]['env_steps_to_threshold'].cell('.0f')} | "
             f"{estimates[v]['env_steps_to_threshold'].n}/{len(mine)} | "
             f"{delta(v, 'env_steps_to_threshold', '.0f')} |")
+    if REFERENCE in variants:
+        lines += task_level_table(args, runs, variants)
     plot(curves, estimates, variants, args)
     return runs, curve_rows, "\n".join(lines) + "\n"
+
+
+def heldout_tasks(args, run: dict) -> dict[str, tuple[float, float]]:
+    """A finished cell's held-out tasks after its RL phase: id -> (solved, checked-turn accuracy;
+    nan where the report predates that field)."""
+    report = json.loads((args.out / cell_name(run["variant"], run["seed"]) / "evals" /
+                         "after_rl.json").read_text())
+    return {e["id"]: (float(e["valid"]), float(e.get("checked_turn_accuracy", "nan")))
+            for e in report["splits"][HELDOUT]["entries"]}
+
+
+def per_task_differences(args, runs: list[dict], variant: str) -> np.ndarray:
+    """[seeds, tasks, 2]: `variant` minus the reference on each held-out task (solved,
+    checked-turn accuracy), over the seeds both have and the tasks both were scored on."""
+    def by_seed(v: str) -> dict[int, dict]:
+        return {r["seed"]: heldout_tasks(args, r) for r in runs if r["variant"] == v}
+
+    mine, reference = by_seed(variant), by_seed(REFERENCE)
+    seeds = sorted(set(mine) & set(reference))
+    tasks = sorted(set.intersection(*(set(mine[s]) & set(reference[s]) for s in seeds))
+                   if seeds else ())
+    return np.array([[np.subtract(mine[s][t], reference[s][t]) for t in tasks] for s in seeds])
+
+
+def task_level_table(args, runs: list[dict], variants: list[str]) -> list[str]:
+    """ablation.md's paired differences from the reference on the held-out tasks, with
+    intervals over seeds alone and over seeds and tasks (`two_level_interval`): the table above
+    resamples seeds only, so it leaves out the noise of scoring every run on one finite task set."""
+    boot = dict(resamples=args.resamples, seed=args.bootstrap_seed)
+
+    def cell(values: np.ndarray, interval: tuple[float, float], fmt: str) -> str:
+        return f"{values.mean():+{fmt}} [{interval[0]:+{fmt}}, {interval[1]:+{fmt}}]"
+
+    lines = []
+    for v in variants:
+        if v == REFERENCE:
+            continue
+        diff = per_task_differences(args, runs, v)
+        if not diff.size:
+            continue
+        points, turns = diff[..., 0] * 100, diff[..., 1]
+        over_seeds = bootstrap_interval(points.mean(axis=1), **boot)
+        turn_cell = ("-" if np.isnan(turns).any() else
+                     cell(turns, two_level_interval(turns, **boot), ".3f"))
+        lines.append(f"| {v} | {diff.shape[0]} x {diff.shape[1]} | "
+                     f"{cell(points, over_seeds, '.1f')} | "
+                     f"{cell(points, two_level_interval(points, **boot), '.1f')} | {turn_cell} |")
+    if not lines:
+        return []
+    return ["", f"Held-out tasks, each variant minus {REFERENCE} on the same task and seed: tasks "
+            "solved (points) with its 95% interval over seeds, then over seeds and tasks (both "
+            "resampled: `seetjax.bootstrap.two_level_interval`), and per-task checked-turn "
+            "accuracy (a turn never reached fails) over seeds and tasks.", "",
+            "| variant | seeds x tasks | tasks solved Δ, over seeds | over seeds and tasks | "
+            "checked-turn acc. Δ, over seeds and tasks |", "|---|---|---|---|---|", *lines]
 
 
 def command_flags(args) -> str:

@@ -135,9 +135,16 @@ def test_summary_tables_curves_and_figure(ablate, tmp_path):
         if variant == "grpo":
             accuracies = [0.1 * seed] * steps
         workdir = tmp_path / ablate.cell_name(variant, seed)
-        workdir.mkdir()
+        (workdir / "evals").mkdir(parents=True)
         (workdir / "metrics.jsonl").write_text(
             "".join(json.dumps(r) + "\n" for r in _rows(accuracies)))
+        # four held-out tasks: seet solves task 0 more than grpo does on every seed, and on
+        # seed 1 task 3 as well; its turns are 0.25 better on every task
+        solved = [variant == "seet", False, False, (variant, seed) == ("seet", 1)]
+        entries = [{"id": f"t{i}", "valid": ok, "checked_turn_accuracy": 0.25 * gain * 10}
+                   for i, ok in enumerate(solved)]
+        (workdir / "evals" / "after_rl.json").write_text(
+            json.dumps({"splits": {"test": {"entries": entries}}}))
         results.append({"variant": variant, "seed": seed, "rl_steps": steps,
                         "policy_tokens": 10 * steps, "policy_token_budget": 40,
                         "stopped_by": "budget" if steps == 4 else "max_steps",
@@ -158,6 +165,11 @@ def test_summary_tables_curves_and_figure(ablate, tmp_path):
     assert "| +0.100 [+0.100, +0.100] (3) |" in seet  # the same gain on every seed
     assert "| 0.050 [0.050, 0.050] | +0.050 [+0.050, +0.050] (3) |" in seet  # tasks solved
     assert "| 3/3 | - |" in seet  # reached on every seed; no grpo run to pair with
+    # per task: seeds 0 and 2 gain 25 points, seed 1 50; resampling tasks too widens the interval
+    paired = next(line for line in table.splitlines() if line.startswith("| seet | 3 x 4 |"))
+    over_seeds, both, turns = paired.strip("| ").split(" | ")[2:5]
+    assert over_seeds == "+33.3 [+25.0, +50.0]"
+    assert both.startswith("+33.3 [+0.0, ") and turns == "+0.250 [+0.250, +0.250]"
     # accuracies 0.3, 0.6: reached at step 2, env steps 2 x 2 replies x 8 episodes
     assert [r["env_steps_to_threshold"] for r in runs if r["variant"] == "seet"] == [32.0] * 3
     assert len(curve_rows) == 4 * 5 + 3 and curve_rows[0] == {
