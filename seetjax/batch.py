@@ -37,6 +37,9 @@ class TokenSequences:
     loss_mask:   [N, T] f32    1.0 on tokens the policy generated (or, for SFT, the targets),
                                 0.0 on prompts, tool outputs, hints and padding
     packing:     optional `Packing` of these rows: the model runs on it instead
+    target_width: static, not an array (each value compiles once): K > 0 has the model pass
+                  compute the LM head only at the positions that predict each row's target
+                  tokens (`target_mask`), K per row, every row having at most K; 0: everywhere
     """
 
     tokens: Array
@@ -44,6 +47,7 @@ class TokenSequences:
     segment_ids: Array
     loss_mask: Array
     packing: Packing | None = None
+    target_width: int = struct.field(pytree_node=False, default=0)
 
     @property
     def shape(self) -> tuple[int, int]:

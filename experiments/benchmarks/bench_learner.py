@@ -84,8 +84,11 @@ def torch_update(hf_dir: str, data: dict):
 
     model, optimizer = torch_model_and_optimizer(hf_dir, LR)
     tokens = torch.from_numpy(data["tokens"]).long()
-    mask = torch.from_numpy(data["mask"])[:, 1:]
-    old = torch.from_numpy(data["old"])[:, 1:]
+    # As TRL's GRPO trainer: logits only for the completion (`logits_to_keep`), whose tokens are
+    # the row's last `keep` (seetjax's learner likewise runs its LM head at target tokens only).
+    keep = tokens.shape[1] - int(np.argmax(data["mask"].any(0)))
+    mask = torch.from_numpy(data["mask"])[:, -keep:]
+    old = torch.from_numpy(data["old"])[:, -keep:]
     rewards, groups = torch.from_numpy(data["rewards"]), torch.from_numpy(data["groups"]).long()
     same = (groups[:, None] == groups[None, :]).float()
     count = same.sum(1)
@@ -94,8 +97,8 @@ def torch_update(hf_dir: str, data: dict):
     advantages = ((rewards - mean) / (std + EPS))[:, None]
 
     def run() -> dict:
-        logits = model(input_ids=tokens).logits[:, :-1].float()
-        picked = logits.gather(-1, tokens[:, 1:, None])[..., 0]
+        logits = model(input_ids=tokens, logits_to_keep=keep + 1).logits[:, :-1].float()
+        picked = logits.gather(-1, tokens[:, -keep:, None])[..., 0]
         logprobs = picked - torch.logsumexp(logits, dim=-1)
         ratio = torch.exp(logprobs - old)
         per_token = torch.maximum(-advantages * ratio,

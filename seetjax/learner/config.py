@@ -76,7 +76,9 @@ class LearnerConfig:
     the LM head (0: whole rows); mesh: (data, fsdp, tensor) sizes, one may be -1; lora: adapters
     instead of full fine-tuning; peak_flops_per_device: for MFU (0: looked up by device kind);
     pack_rows: the model runs over the rows packed several to a row (`seetjax.learner.packing`;
-    losses, gradients and log-probs equal the unpacked ones up to float rounding)."""
+    losses, gradients and log-probs equal the unpacked ones up to float rounding); target_logits:
+    the LM head runs only at the positions that predict target tokens, the only ones any loss
+    reads (`seetjax.learner.targets`; the same losses and gradients up to float rounding)."""
 
     losses: tuple[LossTerm, ...]
     advantage: str | None = None
@@ -90,6 +92,7 @@ class LearnerConfig:
     lora: LoRAConfig | None = None
     peak_flops_per_device: float = 0.0
     pack_rows: bool = True
+    target_logits: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "losses", tuple(self.losses))
@@ -114,8 +117,10 @@ class LearnerConfig:
                              "sampler's temperature; greedy rollouts are scored at 1.0)")
         if self.logprob_chunk < 0:
             raise ValueError(f"LearnerConfig.logprob_chunk={self.logprob_chunk}: must be >= 0")
-        if not isinstance(self.pack_rows, bool):
-            raise ValueError(f"LearnerConfig.pack_rows={self.pack_rows!r}: must be True or False")
+        for name in ("pack_rows", "target_logits"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"LearnerConfig.{name}={getattr(self, name)!r}: must be True or "
+                                 "False")
         if len(self.mesh) != 3 or self.mesh.count(-1) > 1:
             raise ValueError(f"LearnerConfig.mesh={self.mesh}: (data, fsdp, tensor), at most one -1")
         policy = self.term("policy_gradient")

@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from seetjax.batch import TokenSequences
-from seetjax.losses.logprobs import sequence_token_stats, shift_right
+from seetjax.batch import TokenSequences, target_mask
+from seetjax.losses.logprobs import sequence_token_stats, shift_right, target_token_stats
 
 Array = jax.Array
 
@@ -27,11 +27,18 @@ def sequence_outputs(graphdef: nnx.GraphDef, states: tuple[nnx.State, ...], seqs
                      *, temperature: float = 1.0, chunk: int = 0, entropy: bool = False,
                      values: bool = False) -> Outputs:
     """One forward pass of the model `nnx.merge(graphdef, *states)` over `seqs`: over its packed
-    rows when it has a `Packing`, the outputs then gathered back into the layout of `seqs`."""
+    rows when it has a `Packing`, the outputs then gathered back into the layout of `seqs`. Rows
+    with a `target_width` get log-probs, entropy and mean log-probs at their target tokens only
+    (`target_mask`; 0 elsewhere), every loss reading them there alone."""
     model = nnx.merge(graphdef, *states)
     rows = seqs if seqs.packing is None else seqs.packing.rows
     hidden, _ = model.hidden_states(rows.tokens, rows.positions, rows.segment_ids)
-    stats = sequence_token_stats(hidden, rows.tokens, model.logits, temperature, chunk, entropy)
+    if rows.target_width:
+        stats = target_token_stats(hidden, rows.tokens, target_mask(rows) > 0, rows.target_width,
+                                   model.logits, temperature, chunk, entropy)
+    else:
+        stats = sequence_token_stats(hidden, rows.tokens, model.logits, temperature, chunk,
+                                     entropy)
     value = shift_right(model.values(hidden)) if values else None
     out = Outputs(stats.logprobs, stats.entropy, stats.mean_logprobs, value)
     return out if seqs.packing is None else jax.tree.map(seqs.packing.unpack, out)

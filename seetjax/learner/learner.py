@@ -23,7 +23,7 @@ from jax.sharding import Mesh
 
 from seetjax import sharding
 from seetjax.batch import TokenSequences, TrajectoryBatch
-from seetjax.learner import packing
+from seetjax.learner import packing, targets
 from seetjax.learner import sharding as learner_sharding
 from seetjax.learner.config import LearnerConfig
 from seetjax.learner.forward import sequence_outputs
@@ -87,12 +87,15 @@ class Learner:
 
     def ready(self, batch: TrajectoryBatch) -> TrajectoryBatch:
         """`batch` validated and, with `config.pack_rows`, packed for the chunks and devices of
-        this learner's step (`packing.pack_batch`)."""
+        this learner's step (`packing.pack_batch`); with `config.target_logits`, its model rows
+        told how many target tokens they hold (`targets.with_target_widths`)."""
         validate_batch(batch, self.config, self.batch_divisor)
-        if not self.config.pack_rows:
-            return batch
-        chunks = self.config.mini_batches * self.config.micro_batches
-        return packing.pack_batch(batch, chunks, self.local_batch_devices)
+        if self.config.pack_rows:
+            chunks = self.config.mini_batches * self.config.micro_batches
+            batch = packing.pack_batch(batch, chunks, self.local_batch_devices)
+        if self.config.target_logits:
+            batch = targets.with_target_widths(batch)
+        return batch
 
     @property
     def local_batch_devices(self) -> int:

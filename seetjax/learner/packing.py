@@ -73,7 +73,7 @@ def row_groups(rows: int, chunks: int, devices: int) -> np.ndarray:
     return (i % chunks) * devices + (i // chunks) // per_block
 
 
-def _agreed(n: int) -> int:
+def agreed_max(n: int) -> int:
     """n, or its maximum over the processes (every process packs to the same shape)."""
     if jax.process_count() == 1:
         return n
@@ -97,7 +97,7 @@ def pack_rows(seqs: TokenSequences, chunks: int = 1, devices: int = 1) -> TokenS
         members = np.flatnonzero(of_group == g)
         bins.append([[int(members[i]) for i in b]
                      for b in first_fit_decreasing(lengths[members].tolist(), width)])
-    per_group = _agreed(bucket_rows(max(len(b) for b in bins), n // groups))
+    per_group = agreed_max(bucket_rows(max(len(b) for b in bins), n // groups))
     # chunk-local packed rows of the processes before this one, then this one's
     offset = jax.process_index() * devices * per_group
     packed = [np.zeros((groups * per_group, width), x.dtype)

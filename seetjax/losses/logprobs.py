@@ -3,7 +3,8 @@
 log p(y) = z_y - logsumexp(z) with z = logits / temperature: the full-vocabulary log-softmax is
 never stored, only one logsumexp per token (plus one softmax pass when the entropy is wanted).
 `chunked_token_stats` goes further and never holds more than one chunk of logits: the LM head runs
-chunk by chunk over the sequence, rematerialised in the backward pass.
+chunk by chunk over the sequence, rematerialised in the backward pass. `target_token_stats` runs
+the LM head only where a loss reads its output (the target tokens), the rest of a row untouched.
 
 The quantity is exactly the one `seetjax.sampling.sample_next_token` reports for a sampled token
 (log-softmax of logits / temperature, before top-k/top-p truncation).
@@ -86,3 +87,26 @@ def sequence_token_stats(hidden: Array, tokens: Array, head: Callable[[Array], A
     next_tokens = jnp.concatenate([tokens[:, 1:], tokens[:, :1]], axis=1)
     stats = chunked_token_stats(hidden, next_tokens, head, temperature, chunk, with_entropy)
     return jax.tree.map(shift_right, stats)
+
+
+def target_token_stats(hidden: Array, tokens: Array, targets: Array, width: int,
+                       head: Callable[[Array], Array], temperature: float = 1.0, chunk: int = 0,
+                       with_entropy: bool = True) -> TokenStats:
+    """`sequence_token_stats` at the tokens `targets` [N, T] (bool) marks, 0 elsewhere, with the
+    LM head run at `width` positions per row instead of T: the hidden states that predict the
+    marked tokens are gathered (row by row, in order), scored, and the stats scattered back.
+
+    Every row must mark at most `width` tokens (more would be dropped); a marked token t >= 1 is
+    predicted from position t - 1. The head's FLOPs and the logits' memory shrink by width / T.
+    """
+    n, t = tokens.shape
+    source = jnp.concatenate([targets[:, 1:], jnp.zeros_like(targets[:, :1])], axis=1)
+    # Filler slots read position t - 1 (never a source: its token would be t) and write to t,
+    # outside the row, where the scatter drops them.
+    index = jax.vmap(lambda m: jnp.nonzero(m, size=width, fill_value=t - 1)[0])(source)
+    gathered = jnp.take_along_axis(hidden, index[..., None], axis=1)
+    next_tokens = jnp.take_along_axis(tokens, jnp.minimum(index + 1, t - 1), axis=1)
+    stats = chunked_token_stats(gathered, next_tokens, head, temperature, chunk, with_entropy)
+    rows = jnp.arange(n)[:, None]
+    return jax.tree.map(
+        lambda s: jnp.zeros((n, t), s.dtype).at[rows, index + 1].set(s, mode="drop"), stats)

@@ -5,7 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seetjax.losses.logprobs import chunked_token_stats, sequence_token_stats, token_stats
+from seetjax.losses.logprobs import (
+    chunked_token_stats,
+    sequence_token_stats,
+    target_token_stats,
+    token_stats,
+)
 
 
 def np_log_softmax(z):
@@ -55,3 +60,37 @@ def test_sequence_stats_are_aligned_with_the_predicted_token():
         for t in range(1, 6):  # token t is predicted from position t - 1
             expected[b, t] = ls[b, t - 1, tokens[b, t]]
     np.testing.assert_allclose(stats.logprobs, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("chunk", [0, 2])
+def test_target_stats_equal_the_full_ones_at_targets_with_gradients(chunk):
+    """Targets at position 0 (never predicted), at the last position, a row with none, a row
+    using the whole width: the gathered head gives the full head's stats and gradients there,
+    0 elsewhere."""
+    rng = np.random.RandomState(3)
+    hidden = jnp.asarray(rng.randn(3, 8, 4), jnp.float32)
+    tokens = jnp.asarray(rng.randint(0, 11, (3, 8)))
+    targets = np.zeros((3, 8), bool)
+    targets[0, [0, 2, 3, 7]] = True
+    targets[2, [1, 4, 5, 6]] = True
+    targets = jnp.asarray(targets)
+    w = jnp.asarray(rng.randn(4, 11), jnp.float32)
+
+    def total(w, gathered):
+        if gathered:
+            s = target_token_stats(hidden, tokens, targets, 4, lambda h: h @ w, 0.8, chunk)
+        else:
+            s = sequence_token_stats(hidden, tokens, lambda h: h @ w, 0.8)
+        s = jax.tree.map(lambda x: x * targets, s)
+        return jnp.sum(s.logprobs) + jnp.sum(s.entropy) + jnp.sum(s.mean_logprobs), s
+
+    (full, s_full), g_full = jax.value_and_grad(total, has_aux=True)(w, False)
+    (part, s_part), g_part = jax.value_and_grad(total, has_aux=True)(w, True)
+    raw = target_token_stats(hidden, tokens, targets, 4, lambda h: h @ w, 0.8, chunk)
+    expected_nonzero = np.asarray(targets).copy()
+    expected_nonzero[:, 0] = False  # position 0 has no predecessor: nothing to score
+    assert np.array_equal(np.asarray(raw.logprobs) != 0, expected_nonzero)
+    np.testing.assert_allclose(s_part.logprobs, s_full.logprobs * expected_nonzero, atol=1e-6)
+    np.testing.assert_allclose(s_part.entropy, s_full.entropy * expected_nonzero, atol=1e-5)
+    np.testing.assert_allclose(part, full, rtol=1e-6)
+    np.testing.assert_allclose(g_part, g_full, atol=1e-5)

@@ -1,0 +1,74 @@
+"""The LM head at target positions only (`learner.target_logits`): the widths chosen, and for
+every loss term the same loss, metrics and gradients as the head over whole rows."""
+
+import numpy as np
+import pytest
+from learner_testlib import flat_arrays, make_learner, rl_batch, tiny_model
+from test_packing import VARIANTS, _id, _moved, _widened
+
+from seetjax.batch import TokenSequences, target_mask
+from seetjax.learner import learner_config
+from seetjax.learner.targets import MIN_WIDTH, target_counts, target_width
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_model(num_layers=1)
+
+
+@pytest.fixture(scope="module")
+def value_model():
+    return tiny_model(num_layers=1, value_head=True)
+
+
+def test_target_counts_and_widths():
+    seqs = TokenSequences.from_rows(
+        [[5] * 10, [6] * 100, []], [[0.0] * 4 + [1.0] * 6, [1.0] * 70 + [0.0] * 30, []], 128)
+    counts = target_counts(seqs)
+    np.testing.assert_array_equal(counts, np.asarray(target_mask(seqs)).sum(1))
+    assert counts.tolist() == [6, 69, 0]  # a segment's first token is never a target
+    assert target_width(seqs) == 96  # 69 -> 3 * 2^5, under 3/4 of 128
+    assert target_width(seqs.replace(loss_mask=seqs.loss_mask * 0)) == MIN_WIDTH
+    full = seqs.replace(loss_mask=np.ones_like(seqs.loss_mask))
+    assert target_width(full) == 0  # 99 -> 128: the head everywhere
+
+
+# One case per loss term and per reader of the model's outputs (entropy, KL, TIS, values, pairs).
+@pytest.mark.parametrize("spec", VARIANTS, ids=_id)
+@pytest.mark.parametrize("pack", [False, True], ids=["rows", "packed"])
+def test_target_logits_give_the_full_loss_and_gradients(spec, pack, model, value_model):
+    model = value_model if spec["algorithm"] == "ppo" else model
+    batch = _widened(rl_batch(seed=11, rows=16, pairs=8), width=64 if pack else 48)
+    results = {}
+    for targets in (False, True):
+        learner, state = make_learner(model, {**spec, "pack_rows": pack,
+                                              "target_logits": targets})
+        results[targets] = learner.gradients(_moved(state), batch)
+        ready = learner.ready(batch)
+        widths = [(s if s.packing is None else s.packing.rows).target_width
+                  for s in (ready.sequences, ready.pairs.chosen, ready.pairs.rejected)]
+        assert all(widths) if targets else not any(widths)
+    (grads, metrics), (target_grads, target_metrics) = results[False], results[True]
+    assert metrics.keys() == target_metrics.keys()
+    for key in metrics:
+        np.testing.assert_allclose(target_metrics[key], metrics[key], rtol=1e-5, atol=1e-6,
+                                   err_msg=key)
+    a, b = flat_arrays(grads), flat_arrays(target_grads)
+    assert max(np.abs(v).max() for v in a.values()) > 1e-3  # not vacuous
+    for key in a:
+        np.testing.assert_allclose(b[key], a[key], rtol=1e-4, atol=1e-6, err_msg=key)
+
+
+def test_one_compilation_per_width(model):
+    learner, state = make_learner(model, {"algorithm": "grpo", "pack_rows": False})
+    widths = set()
+    for seed in range(3):
+        batch = rl_batch(seed=seed, rows=16, length=64)
+        widths.add(learner.ready(batch).sequences.target_width)
+        state, _ = learner.update(state, batch)
+    assert widths == {MIN_WIDTH} and learner.compile_count() == 1
+
+
+def test_target_logits_is_validated():
+    with pytest.raises(ValueError, match="target_logits"):
+        learner_config({"algorithm": "grpo", "target_logits": 1})
