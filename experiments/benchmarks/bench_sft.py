@@ -121,6 +121,12 @@ def main() -> None:
     first = {name: run(0)["loss"] for name, run in runners.items()}
     difference = abs(first["padded"] - first["pytorch"]) if "pytorch" in first else None
     print("first update loss: " + ", ".join(f"{k} {v:.6f}" for k, v in first.items()))
+    # Every timed batch once, untimed: seetjax compiles one program per row shape and LM-head
+    # width (`learner.target_logits`), as a training run does in its first steps.
+    for run in runners.values():
+        for i in range(1, count):
+            run(i)
+
     def cycled(name: str):  # each call trains on the next batch: 1, 2, ...
         batch = iter(range(1, count))
         return lambda: runners[name](next(batch))

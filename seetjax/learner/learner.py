@@ -75,6 +75,7 @@ class Learner:
         seconds = time.perf_counter() - start
         width = max(s.tokens.shape[1] for s in _row_sets(batch))
         metrics.update(step_seconds=seconds, **padding_shares(batch, metrics["tokens"]),
+                       lm_head_share=targets.head_share(_row_sets(batch)),
                        **throughput(
             metrics["tokens"], metrics["flop_tokens"], seconds, self.model_config, width,
             self.mesh.devices.size, self.peak_flops))

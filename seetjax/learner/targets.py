@@ -7,10 +7,12 @@ tokens in the main job's rollouts). The LM head (hidden -> vocabulary, 40% of th
 matmul FLOPs) and the log-softmax over its logits then run on each row's target positions,
 gathered into `target_width` slots per row (`seetjax.losses.logprobs.target_token_stats`).
 
-The width is static under jit, so it is chosen on the host from the batch: the most target tokens
-of any model row (packed rows, when packed), bucketed to 2^k or 3 * 2^k (at least 16) so that a
-few widths compile; a width that would not save a quarter of the row is 0 (the head everywhere).
-With several processes they agree on the largest.
+The width is static under jit, so it is chosen on the host from the batch: the smallest of 1/16,
+1/8, 1/4 and 1/2 of the row (rounded up to a multiple of 8) that holds the most target tokens of
+any model row (packed rows, when packed), else 0 (the head everywhere). Fractions of the row
+rather than of the count: batches of one row width then nearly always get one width, so a run
+compiles about as many programs as before (widths following the count compiled a new program
+every other RL step of the main job). With several processes they agree on the largest count.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from seetjax.batch import TokenSequences, TrajectoryBatch
-from seetjax.learner.packing import agreed_max, bucket_rows
+from seetjax.learner.packing import agreed_max
 
-MIN_WIDTH = 16
+FRACTIONS = (16, 8, 4, 2)  # the widths tried: row / 16, row / 8, ...
 
 
 def target_counts(rows: TokenSequences) -> np.ndarray:
@@ -32,11 +34,22 @@ def target_counts(rows: TokenSequences) -> np.ndarray:
 
 
 def target_width(rows: TokenSequences) -> int:
-    """The bucketed largest row count of target tokens, or 0 where gathering saves too little."""
+    """The smallest row / 16, row / 8, row / 4 or row / 2 (a multiple of 8) that holds every
+    row's target tokens, or 0 (the head at every position) when none does."""
     length = rows.tokens.shape[1]
     most = agreed_max(int(target_counts(rows).max(initial=0)))
-    width = bucket_rows(max(most, MIN_WIDTH), length)
-    return 0 if 4 * width > 3 * length else width
+    for fraction in FRACTIONS:
+        width = -(-length // (8 * fraction)) * 8
+        if most <= width < length:
+            return width
+    return 0
+
+
+def head_share(row_sets: list[TokenSequences]) -> float:
+    """The share of the model rows' positions that the LM head ran at (1.0: everywhere)."""
+    rows = [s if s.packing is None else s.packing.rows for s in row_sets]
+    slots = sum(r.tokens.size for r in rows)
+    return sum(r.tokens.shape[0] * (r.target_width or r.tokens.shape[1]) for r in rows) / slots
 
 
 def _with_width(seqs: TokenSequences) -> TokenSequences:

@@ -181,7 +181,8 @@ def test_summary_tables_curves_and_figure(ablate, tmp_path):
 def _grid_command(out, *flags):
     return [sys.executable, "experiments/ablate_seet.py", f"--out={out}",
             "--config=configs/smoke.py", "--variants=grpo,seet", "--seeds=0,1", "--steps=2",
-            "--max_steps=3", "--policy_tokens=600", "--per_category=1", "--window=1",
+            # a budget of one token ends every cell after its first RL step
+            "--max_steps=3", "--policy_tokens=1", "--per_category=1", "--window=1",
             "--resamples=200", *flags]
 
 
@@ -197,10 +198,8 @@ def test_two_workers_run_the_grid_and_a_rerun_only_summarises(tmp_path, embedded
     assert sorted(p.name for p in tmp_path.glob("sft_s*") if p.is_dir()) == ["sft_s0", "sft_s1"]
     for cell in ("grpo_s0", "grpo_s1", "seet_s0", "seet_s1"):
         result = json.loads((tmp_path / cell / "ablation_result.json").read_text())
-        # each stops at its budget (or at the cap, which ablation.md names)
-        assert result["policy_tokens"] >= 600 or result["rl_steps"] == 3
-        assert result["stopped_by"] == ("budget" if result["policy_tokens"] >= 600
-                                        else "max_steps")
+        assert result["rl_steps"] == 1 and result["stopped_by"] == "budget"
+        assert result["policy_tokens"] > 0 and result["policy_token_budget"] == 1
     # the seeds' warm-ups are shared: both variants of a seed start from the same model
     configs = [json.loads((tmp_path / c / "config.json").read_text())["model"]["path"]
                for c in ("grpo_s1", "seet_s1")]

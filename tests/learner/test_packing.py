@@ -4,7 +4,7 @@ metrics and gradients as one trajectory per row."""
 import jax
 import numpy as np
 import pytest
-from learner_testlib import PARITY_CONFIG, flat_arrays, make_learner, rl_batch, sequences, tiny_model
+from learner_testlib import PARITY_CONFIG, flat_arrays, make_learner, rl_batch, sequences
 
 from seetjax import losses
 from seetjax.batch import Packing, target_mask
@@ -17,16 +17,6 @@ from seetjax.learner.packing import (
     row_groups,
     row_lengths,
 )
-
-
-@pytest.fixture(scope="module")
-def model():
-    return tiny_model(num_layers=1)
-
-
-@pytest.fixture(scope="module")
-def value_model():
-    return tiny_model(num_layers=1, value_head=True)
 
 
 def test_first_fit_decreasing_and_buckets():

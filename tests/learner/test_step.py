@@ -10,11 +10,6 @@ from seetjax.batch import target_mask
 from seetjax.models.transformer import Transformer
 
 
-@pytest.fixture(scope="module")
-def model():
-    return tiny_model(num_layers=1)
-
-
 def _max_diff(a, b):
     fa, fb = flat_arrays(a), flat_arrays(b)
     assert fa.keys() == fb.keys()
@@ -51,10 +46,10 @@ def test_accumulation_is_not_a_mean_of_means(model):
 
 
 def test_step_compiles_once_and_counts_updates(model):
-    # one-per-row rows: these batches' shapes are equal (packed rows compile once per bucketed
-    # row count: tests/learner/test_packing.py)
+    # one-per-row rows and the LM head everywhere: these batches' shapes are equal (packed rows
+    # compile once per bucketed row count, target widths once each: test_packing, test_targets)
     spec = {"algorithm": "dapo", "mini_batches": 2, "micro_batches": 2,
-            "optimizer": {"learning_rate": 1e-3}, "pack_rows": False}
+            "optimizer": {"learning_rate": 1e-3}, "pack_rows": False, "target_logits": False}
     learner, state = make_learner(model, spec)
     for seed in range(3):
         batch = rl_batch(seed=seed)
@@ -79,11 +74,6 @@ def test_non_finite_update_is_skipped(model):
     assert all(np.array_equal(before[k], after[k]) for k in before)
     state, metrics = learner.step(state, good)
     assert int(metrics["skipped"]) == 0 and int(state.step) == 2
-
-
-@pytest.fixture(scope="module")
-def value_model():
-    return tiny_model(num_layers=1, value_head=True)
 
 
 # grpo + counterfactual and dapo run in the tests above; these cover the other code paths.

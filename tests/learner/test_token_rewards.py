@@ -6,23 +6,13 @@ critic-free estimators."""
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from learner_testlib import flat_arrays, make_learner, rl_batch, tiny_model
+from learner_testlib import flat_arrays, make_learner, rl_batch
 
 from seetjax.batch import row_mask, target_mask
 from seetjax.learner import learner_config
 from seetjax.learner.objective import Prepared, _advantages
 from seetjax.losses import advantages as adv
 from seetjax.losses.kl import kl_estimate
-
-
-@pytest.fixture(scope="module")
-def model():
-    return tiny_model(num_layers=1)
-
-
-@pytest.fixture(scope="module")
-def value_model():
-    return tiny_model(num_layers=1, value_head=True)
 
 
 def at_row_end(batch):
