@@ -14,6 +14,9 @@ import jax.numpy as jnp
 MODEL_TYPES = ("qwen2", "llama")
 REMAT_POLICIES = ("none", "full", "dots")
 DTYPES = ("float32", "bfloat16", "float16")
+# "auto": cuDNN's fused (flash) attention where it runs (a GPU, bf16/f16 compute, head_dim a
+# multiple of 8 up to 128), else XLA's in query blocks; "xla" / "cudnn": that one always.
+ATTENTION_IMPLS = ("auto", "xla", "cudnn")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +61,7 @@ class ModelConfig:
     # attends only to keys before its end, so the masked upper triangle is never computed (about
     # half the score FLOPs and memory of long rows). 0: one block.
     attention_block: int = 256
+    attention_impl: str = "auto"
     value_head: bool = False
     bos_token_id: int | None = None
     eos_token_id: int | tuple[int, ...] | None = None
@@ -91,6 +95,9 @@ class ModelConfig:
             raise ValueError(f"ModelConfig.remat={self.remat!r} not in {REMAT_POLICIES}")
         if self.attention_block < 0:
             raise ValueError(f"ModelConfig.attention_block must be >= 0, got {self.attention_block}")
+        if self.attention_impl not in ATTENTION_IMPLS:
+            raise ValueError(f"ModelConfig.attention_impl={self.attention_impl!r} not in "
+                             f"{ATTENTION_IMPLS}")
         for name in ("param_dtype", "dtype"):
             if getattr(self, name) not in DTYPES:
                 raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r} not in {DTYPES}")

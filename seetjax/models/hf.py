@@ -146,7 +146,8 @@ def hf_name(path: tuple[Any, ...]) -> tuple[str, bool]:
 
 # A run config's `model` section besides `path`: how a checkpoint is loaded, with defaults.
 LOAD_FIELDS = {"dtype": "float32", "compute_dtype": "float32", "remat": "none",
-               "attention_block": ModelConfig.attention_block}
+               "attention_block": ModelConfig.attention_block,
+               "attention_impl": ModelConfig.attention_impl}
 
 
 def load_options(model_section: Mapping[str, Any]) -> dict[str, Any]:
@@ -159,7 +160,8 @@ def load_options(model_section: Mapping[str, Any]) -> dict[str, Any]:
     options = {**LOAD_FIELDS, **options}
     ModelConfig(vocab_size=2, hidden_size=2, intermediate_size=2, num_layers=1, num_heads=1,
                 num_kv_heads=1, param_dtype=options["dtype"], dtype=options["compute_dtype"],
-                remat=options["remat"], attention_block=options["attention_block"])
+                remat=options["remat"], attention_block=options["attention_block"],
+                attention_impl=options["attention_impl"])
     return options
 
 

@@ -177,7 +177,10 @@ class Attention(nnx.Module):
         inv_freq = rope_inv_freq(cfg)
         q = apply_rope(q, positions, inv_freq)
         k = apply_rope(k, positions, inv_freq)
-        if kv is None:
+        if kv is None and uses_cudnn_attention(cfg):
+            out = jax.nn.dot_product_attention(q, k, v, mask=mask[:, None],
+                                               implementation="cudnn")
+        elif kv is None:
             out = causal_blocked_attention(q, k, v, mask, cfg.attention_block)
         else:
             cache_k, cache_v, lengths = kv
@@ -186,6 +189,23 @@ class Attention(nnx.Module):
             v = _write_rows(cache_v, v.transpose(0, 2, 1, 3), lengths, KVCache.VALUE_SLOT_AXIS)
             out = cached_attention(q, k, v, mask)
         return self.o_proj(out.reshape(b, t, -1)), (k, v)
+
+
+def uses_cudnn_attention(cfg: ModelConfig) -> bool:
+    """Whether full-sequence attention (training, prefill) runs cuDNN's fused flash kernel
+    (`jax.nn.dot_product_attention(implementation="cudnn")`): on a GPU backend with bf16 or f16
+    compute and a head_dim it supports, under `attention_impl` "auto" or "cudnn"; "cudnn" where
+    it cannot run is a ValueError naming the field, raised when the model is traced."""
+    if cfg.attention_impl == "xla":
+        return False
+    runs = (jax.default_backend() == "gpu" and cfg.dtype in ("bfloat16", "float16")
+            and cfg.head_dim % 8 == 0 and cfg.head_dim <= 128)
+    if cfg.attention_impl == "cudnn" and not runs:
+        raise ValueError(
+            f"ModelConfig.attention_impl='cudnn' needs a GPU, dtype bfloat16 or float16 and a "
+            f"head_dim multiple of 8 up to 128 (backend {jax.default_backend()}, dtype "
+            f"{cfg.dtype}, head_dim {cfg.head_dim}); use 'auto' or 'xla'")
+    return runs
 
 
 def causal_blocked_attention(q: Array, k: Array, v: Array, mask: Array, block: int) -> Array:

@@ -181,6 +181,7 @@ def test_eval_splits_may_name_their_own_count():
     (("sampling", "top_p", 1.5), "config.sampling"),
     (("model", "remat", "some"), "config.model: ModelConfig.remat"),
     (("model", "attention_block", -2), "config.model: ModelConfig.attention_block"),
+    (("model", "attention_impl", "flash"), "config.model: ModelConfig.attention_impl"),
     (("limits", "max_reply_tokens", -5), "config.limits: EpisodeLimits.max_reply_tokens"),
     (("limits", "max_episode_tokens", 60), "config.limits: EpisodeLimits.max_episode_tokens"),
     (("data", "tasks_per_category", -1), "config.data.tasks_per_category"),

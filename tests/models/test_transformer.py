@@ -7,6 +7,7 @@ import pytest
 from flax import nnx
 
 from seetjax.models import KVCache, ModelConfig, Transformer, positions_from_mask
+from seetjax.models.transformer import uses_cudnn_attention
 
 CFG = ModelConfig(vocab_size=128, hidden_size=32, intermediate_size=48, num_layers=2, num_heads=4,
                   num_kv_heads=2, qkv_bias=True, initializer_range=0.2)
@@ -119,6 +120,43 @@ def test_blocked_attention_equals_one_block_with_gradients():
                  nnx.to_pure_dict(g2))
 
 
+ON_GPU = jax.default_backend() == "gpu"
+
+
+@pytest.mark.skipif(ON_GPU, reason="the CPU's choices")
+def test_auto_attention_is_xla_on_cpu_and_cudnn_there_names_the_field():
+    tokens = jnp.ones((1, 8), jnp.int32)
+    for dtype in ("float32", "bfloat16"):
+        assert not uses_cudnn_attention(CFG.replace(dtype=dtype))  # "auto" on a CPU
+    cudnn = Transformer(CFG.replace(attention_impl="cudnn", dtype="bfloat16"), rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match="attention_impl='cudnn' needs a GPU"):
+        cudnn(tokens, positions_from_mask(tokens), tokens)
+
+
+@pytest.mark.skipif(not ON_GPU, reason="cuDNN attention needs a GPU")
+def test_cudnn_attention_matches_xla_with_gradients():
+    """Packed, padded bf16 rows: the fused kernel gives XLA's outputs and gradients."""
+    cfg = CFG.replace(hidden_size=256, num_heads=4, num_kv_heads=2, dtype="bfloat16")
+    tokens = jnp.asarray(np.random.RandomState(6).randint(0, 128, (2, 128)))
+    mask = jnp.asarray([[1] * 70 + [2] * 50 + [0] * 8, [1] * 128])
+    real = np.asarray(mask) > 0
+
+    def loss(m):
+        out, _ = m(tokens, positions_from_mask(mask), mask)
+        return (jax.nn.logsumexp(out, axis=-1) * (mask > 0)).sum(), out
+
+    results = []
+    for impl in ("xla", "cudnn"):
+        model = Transformer(cfg.replace(attention_impl=impl), rngs=nnx.Rngs(0))
+        results.append(nnx.jit(nnx.value_and_grad(loss, has_aux=True))(model))
+    (l1, out1), g1 = results[0]
+    (l2, out2), g2 = results[1]
+    np.testing.assert_allclose(np.asarray(out2)[real], np.asarray(out1)[real], atol=0.05)
+    np.testing.assert_allclose(l2, l1, rtol=1e-2)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(b, a, atol=0.05, rtol=0.05),
+                 nnx.to_pure_dict(g1), nnx.to_pure_dict(g2))
+
+
 def test_bf16_compute_is_close_to_f32(model):
     tokens = np.random.RandomState(4).randint(0, 128, (2, 8))
     bf16 = Transformer(CFG.replace(dtype="bfloat16"), rngs=nnx.Rngs(0))
@@ -147,7 +185,7 @@ def test_num_params_matches_the_model():
 @pytest.mark.parametrize("field,value,message", [
     ("num_kv_heads", 3, "multiple of num_kv_heads"), ("model_type", "gpt2", "model_type"),
     ("remat", "some", "remat"), ("dtype", "int8", "dtype"), ("vocab_size", 0, "vocab_size"),
-    ("attention_block", -1, "attention_block")])
+    ("attention_block", -1, "attention_block"), ("attention_impl", "flash", "attention_impl")])
 def test_config_errors_name_the_field(field, value, message):
     with pytest.raises(ValueError, match=message):
         CFG.replace(**{field: value})
