@@ -96,3 +96,17 @@ def flat_arrays(tree) -> dict[str, np.ndarray]:
     """Path -> numpy array of every leaf (comparisons across runs and processes)."""
     return {jax.tree_util.keystr(path): np.asarray(leaf)
             for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
+
+
+def assert_same_update(expected: tuple, actual: tuple) -> None:
+    """Two `Learner.gradients` results (gradients, metrics) agree to float rounding, and the
+    gradients are not all ~0 (a comparison of nothing)."""
+    (grads, metrics), (other_grads, other_metrics) = expected, actual
+    assert metrics.keys() == other_metrics.keys()
+    for key in metrics:
+        np.testing.assert_allclose(other_metrics[key], metrics[key], rtol=1e-5, atol=1e-6,
+                                   err_msg=key)
+    a, b = flat_arrays(grads), flat_arrays(other_grads)
+    assert max(np.abs(v).max() for v in a.values()) > 1e-3
+    for key in a:
+        np.testing.assert_allclose(b[key], a[key], rtol=1e-4, atol=1e-6, err_msg=key)
