@@ -2,10 +2,11 @@
 
 Every loss, KL term and metric of the learner reads token statistics at target tokens alone
 (`target_mask`: the loss mask less segment starts), and in agent data those are few: the policy's
-replies, not the system prompt, the user turns or the tool outputs (about a fifth of an episode's
-tokens in the main job's rollouts). The LM head (hidden -> vocabulary, 40% of the tiny model's
-matmul FLOPs) and the log-softmax over its logits then run on each row's target positions,
-gathered into `target_width` slots per row (`seetjax.losses.logprobs.target_token_stats`).
+replies, not the system prompt, the user turns or the tool outputs (6-12% of the tokens of BFCL SFT
+dialogs; in the main job's rollouts the head runs at 6-10% of the packed rows' positions). The LM
+head (hidden -> vocabulary, ~40% of the tiny model's matmul FLOPs at 512-token rows) and the
+log-softmax over its logits then run on each row's target positions, gathered into
+`target_width` slots per row (`seetjax.losses.logprobs.target_token_stats`).
 
 The width is static under jit, so it is chosen on the host from the batch: the smallest of 1/16,
 1/8, 1/4 and 1/2 of the row (rounded up to a multiple of 8) that holds the most target tokens of
