@@ -110,3 +110,45 @@ def assert_same_update(expected: tuple, actual: tuple) -> None:
     assert max(np.abs(v).max() for v in a.values()) > 1e-3
     for key in a:
         np.testing.assert_allclose(b[key], a[key], rtol=1e-4, atol=1e-6, err_msg=key)
+
+
+# Learner specs whose code paths the algorithm presets leave out: with the presets, every loss
+# term and estimator, and every reader of the model's outputs (entropy, KL, TIS, values, pairs).
+VARIANTS = [
+    {**PARITY_CONFIG, "micro_batches": 4},  # counterfactual + its preference, accumulation
+    {"algorithm": "grpo", "loss": {"kl_in_reward": True, "kl_estimator": "k1", "kl_coef": 0.1},
+     "advantage": {"std": "batch"}},
+    {"algorithm": "rloo", "loss": {"tis_cap": 2.0, "entropy_coef": 0.01}, "mini_batches": 2},
+    {"algorithm": "reinforce", "loss": {"kl_coef": 0.1, "kl_estimator": "k2"},
+     "advantage": {"baseline": "none"}, "micro_batches": 2},
+    {"algorithm": "ppo", "micro_batches": 2, "advantage": {"gamma": 0.9}},
+    {"algorithm": "dpo", "loss": {"kind": "hinge"}, "micro_batches": 2},
+    {"algorithm": "sft", "loss": {"aggregation": "seq-mean-token-mean"}, "micro_batches": 2},
+]
+
+
+def widened(batch, width=48):
+    """The batch with its rows right-padded to `width`, as a rollout pads episodes to the run's
+    row length (so that they pack)."""
+    def pad(x):
+        return np.pad(np.asarray(x), ((0, 0), (0, width - np.shape(x)[1])))
+
+    seqs = lambda s: s.replace(**{f: pad(getattr(s, f)) for f in  # noqa: E731
+                                  ("tokens", "positions", "segment_ids", "loss_mask")})
+    return batch.replace(sequences=seqs(batch.sequences), old_logprobs=pad(batch.old_logprobs),
+                         pairs=batch.pairs.replace(chosen=seqs(batch.pairs.chosen),
+                                                   rejected=seqs(batch.pairs.rejected)))
+
+
+def spec_id(spec: dict) -> str:
+    """A readable test id for a learner spec."""
+    return "-".join([spec["algorithm"]] + sorted(k for k in spec if k != "algorithm"))
+
+
+def moved_off_reference(state):
+    """The state with its parameters moved off the reference's, so that KL terms, their
+    gradients and DPO margins are not at their ties (0 at the reference)."""
+    leaves, tree = jax.tree.flatten(state.params)
+    keys = jax.random.split(jax.random.key(0), len(leaves))
+    return state.replace(params=jax.tree.unflatten(tree, [
+        x + 0.02 * jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, keys)]))

@@ -1,10 +1,19 @@
 """Packed rows (`learner.pack_rows`): the packer's layout, and for every algorithm the same loss,
 metrics and gradients as one trajectory per row."""
 
-import jax
 import numpy as np
 import pytest
-from learner_testlib import PARITY_CONFIG, assert_same_update, flat_arrays, make_learner, rl_batch, sequences
+from learner_testlib import (
+    VARIANTS,
+    assert_same_update,
+    flat_arrays,
+    make_learner,
+    moved_off_reference,
+    rl_batch,
+    sequences,
+    spec_id,
+    widened,
+)
 
 from seetjax import losses
 from seetjax.batch import Packing, target_mask
@@ -76,19 +85,6 @@ def test_packing_is_deterministic():
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
-def _widened(batch, width=48):
-    """The batch with its rows right-padded to `width`, as a rollout pads episodes to the run's
-    row length (so that they pack)."""
-    def pad(x):
-        return np.pad(np.asarray(x), ((0, 0), (0, width - np.shape(x)[1])))
-
-    seqs = lambda s: s.replace(**{f: pad(getattr(s, f)) for f in  # noqa: E731
-                                  ("tokens", "positions", "segment_ids", "loss_mask")})
-    return batch.replace(sequences=seqs(batch.sequences), old_logprobs=pad(batch.old_logprobs),
-                         pairs=batch.pairs.replace(chosen=seqs(batch.pairs.chosen),
-                                                   rejected=seqs(batch.pairs.rejected)))
-
-
 def _step_rewards(batch):
     """A reward on each row's first and last trained tokens (process rewards)."""
     mask = np.asarray(target_mask(batch.sequences))
@@ -100,20 +96,9 @@ def _step_rewards(batch):
 
 
 # Every preset (a new one is picked up here), with the fields some of them need, then the
-# variants whose code paths the presets leave out.
+# variants whose code paths the presets leave out (learner_testlib.VARIANTS).
 PRESETS = [{"algorithm": name, **({"loss": {"norm_constant": 16.0}} if name == "dr_grpo" else {})}
            for name in sorted(ALGORITHMS)]
-VARIANTS = [
-    {**PARITY_CONFIG, "micro_batches": 4},  # counterfactual + its preference, accumulation
-    {"algorithm": "grpo", "loss": {"kl_in_reward": True, "kl_estimator": "k1", "kl_coef": 0.1},
-     "advantage": {"std": "batch"}},
-    {"algorithm": "rloo", "loss": {"tis_cap": 2.0, "entropy_coef": 0.01}, "mini_batches": 2},
-    {"algorithm": "reinforce", "loss": {"kl_coef": 0.1, "kl_estimator": "k2"},
-     "advantage": {"baseline": "none"}, "micro_batches": 2},
-    {"algorithm": "ppo", "micro_batches": 2, "advantage": {"gamma": 0.9}},
-    {"algorithm": "dpo", "loss": {"kind": "hinge"}, "micro_batches": 2},
-    {"algorithm": "sft", "loss": {"aggregation": "seq-mean-token-mean"}, "micro_batches": 2},
-]
 STEP_REWARDS = ("grpo", "ppo")  # process rewards: group normalisation, GAE credit
 
 
@@ -123,29 +108,16 @@ def test_the_cases_cover_every_loss_and_estimator():
     assert {c.advantage for c in configs} - {None} == set(losses.names("advantage"))
 
 
-def _id(spec):
-    return "-".join([spec["algorithm"]] + sorted(k for k in spec if k != "algorithm"))
-
-
-def _moved(state):
-    """The state with its parameters moved off the reference's, so that KL terms, their
-    gradients and DPO margins are not at their ties (0 at the reference)."""
-    leaves, tree = jax.tree.flatten(state.params)
-    keys = jax.random.split(jax.random.key(0), len(leaves))
-    return state.replace(params=jax.tree.unflatten(tree, [
-        x + 0.02 * jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, keys)]))
-
-
-@pytest.mark.parametrize("spec", PRESETS + VARIANTS, ids=_id)
+@pytest.mark.parametrize("spec", PRESETS + VARIANTS, ids=spec_id)
 def test_packed_rows_give_the_unpacked_loss_and_gradients(spec, model, value_model):
     model = value_model if spec["algorithm"] == "ppo" else model
-    batches = [_widened(rl_batch(seed=7, rows=16, pairs=8))]
+    batches = [widened(rl_batch(seed=7, rows=16, pairs=8))]
     if spec["algorithm"] in STEP_REWARDS:
         batches.append(_step_rewards(batches[0]))
     results = {}
     for pack in (False, True):
         learner, state = make_learner(model, {**spec, "pack_rows": pack})
-        results[pack] = [learner.gradients(_moved(state), b) for b in batches]
+        results[pack] = [learner.gradients(moved_off_reference(state), b) for b in batches]
         packed = learner.ready(batches[0])
         rows = [s.packing is not None and len(s.packing.rows.tokens) < len(s.tokens)
                 for s in (packed.sequences, packed.pairs.chosen, packed.pairs.rejected)]

@@ -3,8 +3,15 @@ every loss term the same loss, metrics and gradients as the head over whole rows
 
 import numpy as np
 import pytest
-from learner_testlib import assert_same_update, make_learner, rl_batch
-from test_packing import VARIANTS, _id, _moved, _widened
+from learner_testlib import (
+    VARIANTS,
+    assert_same_update,
+    make_learner,
+    moved_off_reference,
+    rl_batch,
+    spec_id,
+    widened,
+)
 
 from seetjax.batch import TokenSequences, target_mask
 from seetjax.learner import learner_config
@@ -26,16 +33,16 @@ def test_target_counts_and_widths():
 
 
 # One case per loss term and per reader of the model's outputs (entropy, KL, TIS, values, pairs).
-@pytest.mark.parametrize("spec", VARIANTS, ids=_id)
+@pytest.mark.parametrize("spec", VARIANTS, ids=spec_id)
 @pytest.mark.parametrize("pack", [False, True], ids=["rows", "packed"])
 def test_target_logits_give_the_full_loss_and_gradients(spec, pack, model, value_model):
     model = value_model if spec["algorithm"] == "ppo" else model
-    batch = _widened(rl_batch(seed=11, rows=16, pairs=8), width=256 if pack else 48)
+    batch = widened(rl_batch(seed=11, rows=16, pairs=8), width=256 if pack else 48)
     results = {}
     for targets in (False, True):
         learner, state = make_learner(model, {**spec, "pack_rows": pack,
                                               "target_logits": targets})
-        results[targets] = learner.gradients(_moved(state), batch)
+        results[targets] = learner.gradients(moved_off_reference(state), batch)
         ready = learner.ready(batch)
         widths = [(s if s.packing is None else s.packing.rows).target_width
                   for s in (ready.sequences, ready.pairs.chosen, ready.pairs.rejected)]
