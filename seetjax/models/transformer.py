@@ -21,6 +21,7 @@ import numpy as np
 from flax import nnx, struct
 
 from seetjax import sharding
+from seetjax.models.attention import cached_attention, causal_blocked_attention
 from seetjax.models.config import ModelConfig
 
 Array = jax.Array
@@ -208,22 +209,6 @@ def uses_cudnn_attention(cfg: ModelConfig) -> bool:
     return runs
 
 
-def causal_blocked_attention(q: Array, k: Array, v: Array, mask: Array, block: int) -> Array:
-    """Attention of q [B, T, N, D] over k, v [B, T, K, D] under a causal mask [B, T, T], in query
-    blocks: the block of queries [i, i + block) only sees keys [0, i + block), which the causal mask
-    allows anyway, so skipping the rest changes nothing but the work (exact up to float rounding).
-    Blocks are static slices: one program, no padding; block 0 or >= T is a single call."""
-    t = q.shape[1]
-    if not block or block >= t:
-        return jax.nn.dot_product_attention(q, k, v, mask=mask[:, None])
-    outs = []
-    for start in range(0, t, block):
-        end = min(start + block, t)
-        outs.append(jax.nn.dot_product_attention(q[:, start:end], k[:, :end], v[:, :end],
-                                                 mask=mask[:, None, start:end, :end]))
-    return jnp.concatenate(outs, axis=1)
-
-
 def _write_rows(cache: Array, new: Array, starts: Array, slot_axis: int) -> Array:
     """Row b of `new` (laid out as the cache, with T slots) written into row b of `cache` from
     slot starts[b] on, for every row b."""
@@ -232,26 +217,6 @@ def _write_rows(cache: Array, new: Array, starts: Array, slot_axis: int) -> Arra
         start[slot_axis - 1] = s
         return jax.lax.dynamic_update_slice(c, n, start)
     return jax.vmap(write)(cache, new.astype(cache.dtype), starts)
-
-
-def cached_attention(q: Array, k: Array, v: Array, mask: Array) -> Array:
-    """Grouped-query attention of q [B, T, N, D] over cached keys k [B, K, D, S] and values
-    v [B, K, S, D]; mask [B, T, S]. Scores and softmax in f32. Heads-major operands with keys
-    stored transposed keep both matmuls free of transposes of the cache (see `KVCache`)."""
-    b, t, n, d = q.shape
-    kv_heads = k.shape[1]
-    groups = (q * d ** -0.5).reshape(b, t, kv_heads, n // kv_heads, d).transpose(0, 2, 3, 1, 4)
-    scores = jnp.einsum("bkgtd,bkds->bkgts", groups, k.astype(q.dtype),
-                        preferred_element_type=jnp.float32)
-    scores = jnp.where(mask[:, None, None], scores, _MASKED)
-    probs = jax.nn.softmax(scores, axis=-1).astype(q.dtype)
-    out = jnp.einsum("bkgts,bksd->bkgtd", probs, v.astype(q.dtype))
-    return out.transpose(0, 3, 1, 2, 4).reshape(b, t, n, d)
-
-
-# A large finite negative, not -inf: a query with nothing to attend to (padding) gets a uniform
-# distribution instead of NaN.
-_MASKED = -0.7 * float(jnp.finfo(jnp.float32).max)
 
 
 class MLP(nnx.Module):
