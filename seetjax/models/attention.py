@@ -19,6 +19,18 @@ Array = jax.Array
 MASKED = -0.7 * float(jnp.finfo(jnp.float32).max)
 
 
+def _grouped_queries(q: Array, kv_heads: int) -> Array:
+    """Scaled queries [B, T, N, D] -> [B, K, N / K, T, D], each group under its key/value head."""
+    b, t, n, d = q.shape
+    return (q * d ** -0.5).reshape(b, t, kv_heads, n // kv_heads, d).transpose(0, 2, 3, 1, 4)
+
+
+def _ungrouped(out: Array) -> Array:
+    """[B, K, G, T, D] -> [B, T, K * G, D], the inverse layout of `_grouped_queries`."""
+    b, k, g, t, d = out.shape
+    return out.transpose(0, 3, 1, 2, 4).reshape(b, t, k * g, d)
+
+
 def _scores(q: Array, k: Array, mask: Array) -> Array:
     """Masked f32 scores of q [B, K, G, T, D] against k [B, K, S, D]; mask [B, 1, 1, T, S]."""
     s = jnp.einsum("bkgtd,bksd->bkgts", q, k, preferred_element_type=jnp.float32)
@@ -66,28 +78,23 @@ def causal_blocked_attention(q: Array, k: Array, v: Array, mask: Array, block: i
     the work. Each block's gradient is the FlashAttention-2 backward (`_block_backward`), which
     on XLA:CPU took ~27% less time than differentiating the softmax (4 x 2,048 rows,
     docs/performance.md). Blocks are static slices: one program; block 0 or >= T is one call."""
-    b, t, n, d = q.shape
-    kv_heads = k.shape[2]
-    q = (q * d ** -0.5).reshape(b, t, kv_heads, n // kv_heads, d).transpose(0, 2, 3, 1, 4)
+    t = q.shape[1]
+    q = _grouped_queries(q, k.shape[2])
     k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
     mask = mask[:, None, None]
     block = block if 0 < block < t else t
     outs = [_block_attention(q[:, :, :, i:i + block], k[:, :, :i + block], v[:, :, :i + block],
                              mask[..., i:i + block, :i + block]) for i in range(0, t, block)]
-    out = outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=3)
-    return out.transpose(0, 3, 1, 2, 4).reshape(b, t, n, d)
+    return _ungrouped(outs[0] if len(outs) == 1 else jnp.concatenate(outs, axis=3))
 
 
 def cached_attention(q: Array, k: Array, v: Array, mask: Array) -> Array:
     """Attention of q [B, T, N, D] over cached keys k [B, K, D, S] and values v [B, K, S, D];
     mask [B, T, S]. Heads-major operands with keys stored transposed keep both matmuls free of
     transposes of the cache (see `KVCache`)."""
-    b, t, n, d = q.shape
-    kv_heads = k.shape[1]
-    groups = (q * d ** -0.5).reshape(b, t, kv_heads, n // kv_heads, d).transpose(0, 2, 3, 1, 4)
+    groups = _grouped_queries(q, k.shape[1])
     scores = jnp.einsum("bkgtd,bkds->bkgts", groups, k.astype(q.dtype),
                         preferred_element_type=jnp.float32)
     scores = jnp.where(mask[:, None, None], scores, MASKED)
     probs = jax.nn.softmax(scores, axis=-1).astype(q.dtype)
-    out = jnp.einsum("bkgts,bksd->bkgtd", probs, v.astype(q.dtype))
-    return out.transpose(0, 3, 1, 2, 4).reshape(b, t, n, d)
+    return _ungrouped(jnp.einsum("bkgts,bksd->bkgtd", probs, v.astype(q.dtype)))
