@@ -40,8 +40,9 @@ class SplitReport:
         return {"split": self.split, "overall": b.overall, "complete": b.complete,
                 "accuracy": b.accuracy, "correct": b.correct, "total": b.total,
                 "turn_pass_rate": b.turn_pass_rate, "agent": self.agent.as_dict(),
-                "entries": [{"id": e.task_id, "valid": e.valid, "error_type": e.error_type,
-                             "checked_turn_accuracy": e.turn_accuracy} for e in self.entries]}
+                "entries": [{"id": e.task_id, "category": e.category, "valid": e.valid,
+                             "error_type": e.error_type, "checked_turn_accuracy": e.turn_accuracy}
+                            for e in self.entries]}
 
 
 def evaluate_tasks(rollout: Rollout, policy: Policy, tasks: Sequence[BfclTask], split: str,

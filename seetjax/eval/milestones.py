@@ -137,7 +137,7 @@ def milestone_table(milestones: Sequence[Milestone]) -> str:
             ma, mb = by_name[a], by_name[b]
             lines.append(row(label, {k: mb.tasks[k] - ma.tasks[k] for k in TASK_METRICS},
                              [y - x for x, y in zip(values(ma), values(mb))], "+"))
-    return "\n".join(lines) + "\n" + gain_table(milestones)
+    return "\n".join(lines) + "\n" + gain_table(milestones) + change_table(milestones)
 
 
 def gain_table(milestones: Sequence[Milestone], confidence: float = 0.95) -> str:
@@ -171,3 +171,42 @@ def gain_table(milestones: Sequence[Milestone], confidence: float = 0.95) -> str
                          f"{c.scale * high:+{c.fmt}}]")
         lines.append(f"| {split} | {len(pairs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def change_table(milestones: Sequence[Milestone]) -> str:
+    """Markdown: which tasks RL changed, per split and category (entries with a `valid` verdict):
+    tasks solved after SFT and after RL, how many RL newly solved and how many it broke, and the
+    ways failures ended (`error_type`) whose counts changed, "before -> after". A net gain of 0 can
+    be 0 changes or 10 gained and 10 lost; a behaviour RL taught every task alike (retrying a
+    failing call until BFCL's step limit ends the episode) shows as one error type growing. Empty
+    without both milestones or per-task verdicts."""
+    by_name = {m.name: m for m in milestones}
+    if not {"after_sft", "after_rl"} <= set(by_name):
+        return ""
+    rows = []
+    for split, report in by_name["after_rl"].splits.items():
+        start = {e["id"]: e for e in by_name["after_sft"].splits.get(split, {}).get("entries", [])}
+        pairs = [(start[e["id"]], e) for e in report.get("entries", [])
+                 if e["id"] in start and "valid" in e]
+        categories = collections.defaultdict(list)
+        for before, after in pairs:
+            categories[after.get("category", "all")].append((before, after))
+        for category, group in categories.items():
+            solved = [sum(bool(pair[i]["valid"]) for pair in group) for i in (0, 1)]
+            gained = sum(not b["valid"] and a["valid"] for b, a in group)
+            lost = sum(b["valid"] and not a["valid"] for b, a in group)
+            endings = [collections.Counter(pair[i].get("error_type") for pair in group
+                                           if not pair[i]["valid"]) for i in (0, 1)]
+            moved = "; ".join(f"{kind.split(':')[-1] if kind else 'unstated'} {endings[0][kind]} "
+                              f"-> {endings[1][kind]}"
+                              for kind in sorted(set(endings[0]) | set(endings[1]), key=str)
+                              if endings[0][kind] != endings[1][kind])
+            rows.append(f"| {split} | {category} | {len(group)} | {solved[0]} | {solved[1]} | "
+                        f"{gained} | {lost} | {moved or '-'} |")
+    if not rows:
+        return ""
+    return "\n".join([
+        "\nWhich tasks RL changed (after SFT -> after RL), per split and category, and the ways "
+        "failures ended whose counts changed:\n",
+        "| split | category | tasks | solved after SFT | solved after RL | newly solved | broken | "
+        "failure endings (before -> after) |", "|---" * 8 + "|", *rows]) + "\n"

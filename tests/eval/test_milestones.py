@@ -9,6 +9,7 @@ from seetjax.envs.bfcl import BfclEnvConfig, load_split
 from seetjax.eval.evaluate import EVAL_STAGE, evaluate_tasks, markdown, redecode
 from seetjax.eval.milestones import (
     Milestone,
+    change_table,
     evaluate_milestone,
     first_per_category,
     milestone_table,
@@ -174,3 +175,29 @@ def test_first_per_category_keeps_order_and_caps_each_category():
     tasks = [T(id=i, category=c) for i, c in enumerate("aabbbacx")] + [T(id=99)]
     assert [t.id for t in first_per_category(tasks, 2)] == [0, 1, 2, 3, 6, 7, 99]
     assert first_per_category(tasks, 0) == tasks
+
+
+def test_change_table_counts_gained_lost_and_the_failure_endings_that_moved():
+    # Category a: RL solves t0, breaks t1 (net 0, two changes); t2 fails before and after, but
+    # its failure turns from a wrong answer into a force-termination. Category b: untouched.
+    def entries(valid, errors):
+        return [{"id": f"t{i}", "category": "ab"[i // 3], "valid": v, "error_type": err}
+                for i, (v, err) in enumerate(zip(valid, errors))]
+
+    mismatch, forced = "multi_turn:execution_response_mismatch", "multi_turn:force_terminated"
+    before = entries([False, True, False, True, False, False],
+                     [mismatch, None, mismatch, None, mismatch, mismatch])
+    after = entries([True, False, False, True, False, False],
+                    [None, mismatch, forced, None, mismatch, mismatch])
+    sft, rl = _milestone("after_sft", 0.5, 0.5), _milestone("after_rl", 0.5, 0.5)
+    table = change_table([Milestone(sft.name, sft.tasks, {"test": dict(sft.splits["test"],
+                                                                       entries=before)}),
+                          Milestone(rl.name, rl.tasks, {"test": dict(rl.splits["test"],
+                                                                     entries=after)})])
+    assert ("| test | a | 3 | 1 | 1 | 1 | 1 | execution_response_mismatch 2 -> 1; "
+            "force_terminated 0 -> 1 |") in table
+    assert "| test | b | 3 | 1 | 1 | 0 | 0 | - |" in table
+    # entries written before categories were: one row for the split
+    old = change_table([_with_entries(sft, [False, True]), _with_entries(rl, [True, True])])
+    assert "| test | all | 2 | 1 | 2 | 1 | 0 | unstated 1 -> 0 |" in old
+    assert change_table([rl]) == ""
