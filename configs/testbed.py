@@ -8,7 +8,8 @@ copy-free tier of the generator (`data.generated.named_values=False`: every call
 request's intent, so the model chooses tools and sequences them rather than copying strings it
 never saw; one API class per task, 1-2 turns) from a stream the base never saw; the `test` split
 has held-out paraphrases and entities. SEET stages 1 -> 4 with GRPO and the counterfactual loss,
-as configs/tiny.py, whose BFCL setting (SFT warm-up and RL on 32 BFCL tasks) is one flag away:
+as configs/tiny.py but on step-wise shaped rewards; tiny.py's BFCL setting (SFT warm-up and RL
+on 32 BFCL tasks) is one flag away:
 
     python launch/train.py --config=configs/testbed.py --workdir=runs/testbed
     python launch/train.py --config=configs/tiny.py --workdir=runs/tiny        # BFCL multi-turn
@@ -33,6 +34,12 @@ def get_config():
     data.generated.classes = 1
     data.generated.max_turns = 2
 
+    # Step-wise rewards (seetjax.rewards.shaping): a passed turn +1 on the message that ended it,
+    # a failed call -0.2, a malformed one -0.5, an episode cut off or force-terminated -1. With
+    # the episode's progress alone, retrying a failing call until BFCL's step limit costs nothing
+    # more than a wrong answer, and RL taught it to every task alike; over five seeds the shaped
+    # reward raised held-out checked-turn accuracy in every seed, progress in three (README).
+    config.reward.kind = "shaped"
     config.learner.optimizer.learning_rate = 3e-5
     config.seet.stage1.steps = 3
     config.seet.stage2.steps = 3
