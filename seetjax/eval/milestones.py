@@ -140,6 +140,13 @@ def milestone_table(milestones: Sequence[Milestone]) -> str:
     return "\n".join(lines) + "\n" + gain_table(milestones) + change_table(milestones)
 
 
+def _entry_pairs(before: Milestone, after: Milestone, split: str) -> list[tuple[dict, dict]]:
+    """(entry before, entry after) of each task of `split` that both milestones scored."""
+    start = {e["id"]: e for e in before.splits.get(split, {}).get("entries", [])}
+    return [(start[e["id"]], e) for e in after.splits[split].get("entries", [])
+            if e["id"] in start]
+
+
 def gain_table(milestones: Sequence[Milestone], confidence: float = 0.95) -> str:
     """Markdown: RL's gain (after RL - after SFT) on each split's tasks, per column with
     per-task entries, with its paired percentile-bootstrap interval over the split's tasks
@@ -155,9 +162,8 @@ def gain_table(milestones: Sequence[Milestone], confidence: float = 0.95) -> str
              "bootstrap interval over the split's tasks:\n", "| split | tasks | "
              + " | ".join(" ".join(c.header.format(split="").split()) for c in columns) + " |",
              "|---|---" + "|---" * len(columns) + "|"]
-    for split, report in after.splits.items():
-        start = {e["id"]: e for e in before.splits.get(split, {}).get("entries", [])}
-        pairs = [(start[e["id"]], e) for e in report.get("entries", []) if e["id"] in start]
+    for split in after.splits:
+        pairs = _entry_pairs(before, after, split)
         if not pairs:
             continue
         cells = []
@@ -184,13 +190,11 @@ def change_table(milestones: Sequence[Milestone]) -> str:
     if not {"after_sft", "after_rl"} <= set(by_name):
         return ""
     rows = []
-    for split, report in by_name["after_rl"].splits.items():
-        start = {e["id"]: e for e in by_name["after_sft"].splits.get(split, {}).get("entries", [])}
-        pairs = [(start[e["id"]], e) for e in report.get("entries", [])
-                 if e["id"] in start and "valid" in e]
+    for split in by_name["after_rl"].splits:
         categories = collections.defaultdict(list)
-        for before, after in pairs:
-            categories[after.get("category", "all")].append((before, after))
+        for before, after in _entry_pairs(by_name["after_sft"], by_name["after_rl"], split):
+            if "valid" in after:
+                categories[after.get("category", "all")].append((before, after))
         for category, group in categories.items():
             solved = [sum(bool(pair[i]["valid"]) for pair in group) for i in (0, 1)]
             gained = sum(not b["valid"] and a["valid"] for b, a in group)
