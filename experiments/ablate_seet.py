@@ -10,8 +10,9 @@ pretrained embedded default, built once and shared by every seed). Each RL phase
 step at which the tokens its policy sampled (every reply, retries and intercepted attempts
 included: `train.max_policy_tokens`) reach `--policy_tokens`, so a variant that retries more runs
 fewer steps; `--max_steps` caps it (a run stopped by the cap is not compute-matched, and
-ablation.md says so). The SEET curriculum is laid over `--steps` RL steps
-(stages 1 and 2 a fifth each, stage 3 two fifths, then stage 4 until the run ends).
+ablation.md says so). The SEET curriculum is the config's own (the main job's, for
+configs/testbed.py), or, with `--steps=N`, laid over N RL steps (stages 1 and 2 a fifth each,
+stage 3 two fifths), with stage 4 until the run ends either way.
 
     python experiments/ablate_seet.py --out=experiments/results/ablation        # the grid
     python experiments/ablate_seet.py --workers=4     # four cells at once, a process each
@@ -99,10 +100,11 @@ def base_config(args):
     config = load_config_file(args.config)
     config.train.steps = args.max_steps
     config.train.max_policy_tokens = args.policy_tokens
-    config.train.checkpoint_every = args.steps
-    fifth = max(1, args.steps // 5)
-    config.seet.stage1.steps, config.seet.stage2.steps, config.seet.stage3.steps = (
-        fifth, fifth, 2 * fifth)
+    if args.steps:
+        config.train.checkpoint_every = args.steps
+        fifth = max(1, args.steps // 5)
+        config.seet.stage1.steps, config.seet.stage2.steps, config.seet.stage3.steps = (
+            fifth, fifth, 2 * fifth)
     # the held-out count is the flag's; the milestones' training-task figures keep the config's
     config.eval.splits = f"{HELDOUT}@{args.per_category}"
     config.eval.decodings = "lenient"  # variants compare under one reading; official: evaluate.py
@@ -433,8 +435,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # step in 2026-11-24 runs); ablation.md names any run the step cap stopped first.
     parser.add_argument("--policy_tokens", type=int, default=6_000,
                         help="policy tokens each RL phase samples (train.max_policy_tokens)")
-    parser.add_argument("--steps", type=int, default=10,
-                        help="RL steps the SEET curriculum is laid over")
+    parser.add_argument("--steps", type=int, default=0,
+                        help="RL steps the SEET curriculum is laid over (0: the config's own)")
     parser.add_argument("--max_steps", type=int, default=20, help="RL steps at most (the cap)")
     parser.add_argument("--per_category", type=int, default=8,
                         help="held-out evaluation tasks per category")
@@ -453,8 +455,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.variants) - set(VARIANTS)
     if unknown:
         parser.error(f"unknown variants {sorted(unknown)}; known: {list(VARIANTS)}")
-    if args.policy_tokens < 0 or min(args.steps, args.max_steps, args.window) < 1:
-        parser.error("--policy_tokens must be >= 0; --steps, --max_steps and --window >= 1")
+    if min(args.policy_tokens, args.steps) < 0 or min(args.max_steps, args.window) < 1:
+        parser.error("--policy_tokens and --steps must be >= 0; --max_steps and --window >= 1")
     return args
 
 

@@ -122,6 +122,19 @@ def test_every_variant_is_a_valid_plan(ablate, variant, tmp_path):
     build_plan(config)
 
 
+def test_curriculum_is_the_configs_unless_steps_lay_it(ablate, tmp_path):
+    from seetjax.train_config import load_config_file
+
+    main_job = load_config_file(ablate.ROOT / "configs" / "testbed.py").seet
+    stages = lambda c: [c.seet[f"stage{k}"].steps for k in (1, 2, 3)]  # noqa: E731
+    kept = ablate.base_config(ablate.parse_args(["--out", str(tmp_path)]))
+    assert stages(kept) == [main_job[f"stage{k}"].steps for k in (1, 2, 3)]
+    laid = ablate.base_config(ablate.parse_args(["--out", str(tmp_path), "--steps=20"]))
+    assert stages(laid) == [4, 4, 8]
+    with pytest.raises(SystemExit):
+        ablate.parse_args(["--steps=-1"])
+
+
 def test_summary_tables_curves_and_figure(ablate, tmp_path):
     args = ablate.parse_args(["--out", str(tmp_path), "--variants=grpo,seet", "--seeds=0,1,2",
                               "--policy_tokens=40", "--window=1", "--threshold=0.5",
