@@ -169,7 +169,11 @@ def default_config() -> ml_collections.ConfigDict:
     # The RL phase ends after `steps` steps, or after the step at which the policy tokens
     # sampled so far (every reply, retries included, over all processes) reach
     # `max_policy_tokens` (0: no budget): runs compute-matched by tokens, not by steps.
-    c.train = ml_collections.ConfigDict(dict(steps=100, eval_every=0, checkpoint_every=10,
+    # Periodic greedy evaluations: every `eval_every` steps (0: none) and, with
+    # `eval_at_stage_ends`, after each SEET stage's last step; on the training tasks, and with
+    # `eval_held_out` on the `eval.splits` tasks too (the held-out curve, kept per step).
+    c.train = ml_collections.ConfigDict(dict(steps=100, eval_every=0, eval_at_stage_ends=False,
+                                             eval_held_out=False, checkpoint_every=10,
                                              keep_checkpoints=2, max_policy_tokens=0))
     # decodings: how evaluation reads replies, each split reported under each (labelled):
     # lenient (ours) and official (bfcl_eval's own, python call format only).

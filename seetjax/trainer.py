@@ -32,7 +32,8 @@ from seetjax import sharding
 from seetjax.base_model import EMBEDDED_BASE, resolve_model_path, untrained_model_path
 from seetjax.envs import registry
 from seetjax.eval.evaluate import EVAL_STAGE
-from seetjax.eval.milestones import Milestone, evaluate_milestone, first_per_category
+from seetjax.eval.milestones import (STEP_PREFIX, Milestone, evaluate_milestone,
+                                     first_per_category)
 from seetjax.eval.reports import split_reports
 from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer
@@ -216,11 +217,17 @@ class TrainRun:
                    "rollout/cumulative_policy_tokens": float(self.policy_tokens),
                    **{f"learner/{k}": v for k, v in learned.items()}}
         self._write_records(result)
-        if self.config.train.eval_every and (step + 1) % self.config.train.eval_every == 0:
-            metrics.update({f"eval/train_{k}": v for k, v in self._eval_train().items()})
+        every = self.config.train.eval_every
+        periodic = bool(every) and (step + 1) % every == 0
+        if periodic:
+            metrics.update(self._periodic_eval(step + 1))
             times["eval_s"] = time.perf_counter() - learned_at
         metrics.update({f"time/{k}": v for k, v in times.items()})
-        self.curriculum.step({k.split("/", 1)[-1]: v for k, v in metrics.items()})
+        changed = self.curriculum.step({k.split("/", 1)[-1]: v for k, v in metrics.items()})
+        if changed and self.config.train.eval_at_stage_ends and not periodic:
+            ended = time.perf_counter()
+            metrics.update(self._periodic_eval(step + 1))
+            metrics["time/eval_s"] = time.perf_counter() - ended
         self.writer.write(step + 1, metrics)
         self.step = step + 1
         if (self.step % self.config.train.checkpoint_every == 0
@@ -308,10 +315,18 @@ class TrainRun:
         return SamplerPolicy(self.sampler, self.policies.sampling_params(), sampling,
                              self.tokenizer.stop_ids, jax.random.key(self.config.seed))
 
-    def _eval_train(self) -> dict[str, float]:
-        """Greedy episodes of this process's training tasks (the periodic `train.eval_every`
-        evaluation): the milestone figures without the evaluation splits."""
-        return self._evaluate("periodic", self._policy(), {}).tasks
+    def _periodic_eval(self, step: int) -> dict[str, float]:
+        """The evaluation after RL step `step` (`train.eval_every`, `train.eval_at_stage_ends`):
+        greedy episodes of this process's training tasks and, with `train.eval_held_out`, of the
+        evaluation splits, kept as evals/step_<step>.json for the report's tables."""
+        held_out = self.config.train.eval_held_out
+        milestone = self._evaluate(f"{STEP_PREFIX}{step}", self._policy(),
+                                   self.split_tasks if held_out else {})
+        if held_out and jax.process_index() == 0:
+            path = self.workdir / "evals" / f"{milestone.name}.json"
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(json.dumps(milestone.to_json()))
+        return milestone.metrics()
 
     def _evaluate(self, name: str, policy: SamplerPolicy,
                   split_tasks: dict[str, list[Any]]) -> Milestone:
@@ -332,9 +347,18 @@ class TrainRun:
             rows = read_metrics(self.workdir / "metrics.jsonl")
             plot_curves(rows, self.workdir / "curves.png", title=str(self.workdir.name))
             (self.workdir / "report.md").write_text(run_report(
-                self.workdir.name, self.step, seconds, milestones, rows))
+                self.workdir.name, self.step, seconds,
+                (*milestones[:-1], *self._held_out_evals(), final), rows))
             say(split_reports(final.env).markdown(list(final.splits.values())))
         return summary
+
+    def _held_out_evals(self) -> list[Milestone]:
+        """The periodic evaluations of the held-out splits this run kept, by step."""
+        kept = {int(p.stem[len(STEP_PREFIX):]): p
+                for p in (self.workdir / "evals").glob(f"{STEP_PREFIX}*.json")
+                if p.stem[len(STEP_PREFIX):].isdigit()}
+        return [Milestone.from_json(json.loads(kept[step].read_text()))
+                for step in sorted(kept) if step <= self.step]
 
     # ---------------------------------------------------------------- checkpoints
 

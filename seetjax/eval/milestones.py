@@ -28,6 +28,14 @@ from seetjax.train_sync import mean_over_processes
 MILESTONES = ("untrained", "after_sft", "after_rl")
 LABELS = {"untrained": "untrained", "after_sft": "after SFT (start of RL)",
           "after_rl": "after RL"}
+STEP_PREFIX = "step_"  # a periodic evaluation's name: step_<N>, after RL step N
+
+
+def milestone_label(name: str) -> str:
+    """A milestone's row label in report tables."""
+    if name.startswith(STEP_PREFIX):
+        return f"after RL step {name[len(STEP_PREFIX):]}"
+    return LABELS[name]
 TASK_METRICS = ("format_validity", "checked_turn_accuracy", "turn_accuracy", "reward")
 
 
@@ -130,7 +138,7 @@ def milestone_table(milestones: Sequence[Milestone]) -> str:
 
     by_name = {m.name: m for m in milestones}
     for m in milestones:
-        lines.append(row(LABELS[m.name], m.tasks, values(m), ""))
+        lines.append(row(milestone_label(m.name), m.tasks, values(m), ""))
     for a, b, label in (("untrained", "after_sft", "gain of SFT"),
                         ("after_sft", "after_rl", "gain of RL")):
         if a in by_name and b in by_name:

@@ -48,7 +48,9 @@ def params(workdir):
 
 @pytest.mark.slow
 def test_short_main_job_learns_and_writes_everything(tmp_path, embedded_dir):
-    launch(os.path.relpath(tmp_path, ROOT), MAIN_JOB)  # a relative workdir, as `make demo` gives
+    # a relative workdir, as `make demo` gives; held-out evaluations at the SEET stages' ends
+    launch(os.path.relpath(tmp_path, ROOT), MAIN_JOB,
+           extra=["--config.train.eval_at_stage_ends=true", "--config.train.eval_held_out=true"])
     evals = json.loads((tmp_path / "summary.json").read_text())["evals"]
     assert list(evals) == ["untrained", "after_sft", "after_rl"]
     initial, final = evals["untrained"]["tasks"], evals["after_rl"]["tasks"]
@@ -67,8 +69,19 @@ def test_short_main_job_learns_and_writes_everything(tmp_path, embedded_dir):
     for name in ("curves.png", "report.md", "model/config.json", "sft/model/config.json",
                  "evals/untrained.json", "evals/after_sft.json", "evals/after_rl.json"):
         assert (tmp_path / name).exists(), name
+    # stages 1-3 end after steps 1-3 (one step each); stage 4 lasts to the end, after_rl's
+    assert sorted(p.name for p in (tmp_path / "evals").glob("step_*.json")) == [
+        "step_1.json", "step_2.json", "step_3.json"]
+    for r in rows:  # the RL steps' rows (the final evaluation has a row of its own)
+        if "stage" in r:
+            ended = r["step"] in (1, 2, 3)
+            assert ("eval/bfcl_train_overall" in r) == ("time/eval_s" in r) == ended, r["step"]
+    step_2 = json.loads((tmp_path / "evals" / "step_2.json").read_text())
+    assert [r["eval/bfcl_train_overall"] for r in rows if r["step"] == 2] == [
+        step_2["splits"]["train"]["overall"]]
     report = (tmp_path / "report.md").read_text()
     for row in ("| untrained | 0.000 |", "| after SFT (start of RL) |", "| after RL |",
+                "| after RL step 1 |", "| after RL step 3 |",
                 "| gain of SFT |", "| gain of RL |", "| train |", "| learner update |",
                 "| sampling (prefill, decode, host transfers) |"):
         assert row in report, row
