@@ -32,8 +32,7 @@ from seetjax import sharding
 from seetjax.base_model import EMBEDDED_BASE, resolve_model_path, untrained_model_path
 from seetjax.envs import registry
 from seetjax.eval.evaluate import EVAL_STAGE
-from seetjax.eval.milestones import (STEP_PREFIX, Milestone, evaluate_milestone,
-                                     first_per_category)
+from seetjax.eval.milestones import STEP_PREFIX, Milestone, evaluate_milestone, first_per_category
 from seetjax.eval.reports import split_reports
 from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer
