@@ -111,6 +111,12 @@ def base_config(args):
     return config
 
 
+def curriculum(args) -> tuple[int, int, int]:
+    """The RL steps of SEET's stages 1-3 in the grid's cells."""
+    seet = base_config(args).seet
+    return seet.stage1.steps, seet.stage2.steps, seet.stage3.steps
+
+
 def cell_config(variant: str, seed: int, warm: Path, args):
     """One cell's run config: the variant's RL phase from the seed's warm-up model `warm`."""
     config = base_config(args)
@@ -285,7 +291,8 @@ def summarise(results: list[dict], args) -> tuple[list[dict], list[dict], str]:
         f"{np.mean([r['minutes'] for r in runs]):.1f} min each. {start_of_rl(args, runs)}; "
         "each RL phase then runs until its policy has sampled "
         f"{' / '.join(map(str, budgets))} tokens (every reply's, retries and intercepted "
-        f"attempts included; 0: no budget), at most {args.max_steps} steps. Means over seeds "
+        f"attempts included; 0: no budget), at most {args.max_steps} steps; SEET's stages 1-3 "
+        f"last {', '.join(map(str, curriculum(args)))} steps, stage 4 the rest. Means over seeds "
         f"with 95% percentile-bootstrap intervals ({args.resamples} resamples, seed "
         f"{args.bootstrap_seed}); Δ: the mean difference from {REFERENCE}, paired by seed, over "
         "the seeds both have (n), with its interval. Held-out: greedy checked-turn accuracy "
@@ -431,13 +438,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")],
                         default=[0, 1, 2, 3, 4])
     parser.add_argument("--variants", type=lambda s: s.split(","), default=list(VARIANTS))
-    # About 10 plain-GRPO steps of configs/testbed.py (16 episodes sampled ~600 policy tokens a
-    # step in 2026-11-24 runs); ablation.md names any run the step cap stopped first.
-    parser.add_argument("--policy_tokens", type=int, default=6_000,
+    # About 20 plain-GRPO steps of configs/testbed.py (16 episodes sampled ~600 policy tokens a
+    # step in 2026-11-25 runs), past its 14 curriculum steps; ablation.md names any run the step
+    # cap stopped first.
+    parser.add_argument("--policy_tokens", type=int, default=12_000,
                         help="policy tokens each RL phase samples (train.max_policy_tokens)")
     parser.add_argument("--steps", type=int, default=0,
                         help="RL steps the SEET curriculum is laid over (0: the config's own)")
-    parser.add_argument("--max_steps", type=int, default=20, help="RL steps at most (the cap)")
+    parser.add_argument("--max_steps", type=int, default=30, help="RL steps at most (the cap)")
     parser.add_argument("--per_category", type=int, default=8,
                         help="held-out evaluation tasks per category")
     parser.add_argument("--threshold", type=float, default=0.5,
@@ -465,6 +473,9 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     grid = cells(args.variants, args.seeds)
     failed = []
+    if sum(curriculum(args)) >= args.max_steps:
+        print(f"warning: SEET's stages 1-3 last {sum(curriculum(args))} steps, --max_steps="
+              f"{args.max_steps}: no SEET cell reaches stage 4", file=sys.stderr)
     if not args.summarise_only:
         config = base_config(args)
         if not config.sft.enabled:  # build a cached start (embedded:base) once, not per worker

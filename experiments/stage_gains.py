@@ -39,16 +39,25 @@ FIGURES = {"tasks solved (%)": lambda s: 100.0 * s["overall"],
 
 def evaluation_points(run: Path, split: str) -> dict[str, dict]:
     """label -> the split's report at each of `run`'s evaluation points, in order: "start",
-    "stage k" (after the last step of stage k that was evaluated) and "end"."""
+    "stage k" (after stage k's last step) and "end". Evaluations within a stage (`eval_every`)
+    are left out."""
     stage_of = {int(r["step"]): int(r["stage"]) for r in read_metrics(run / "metrics.jsonl")
                 if "stage" in r}
     if not stage_of:
         raise ValueError(f"{run}: no RL steps in metrics.jsonl")
     evals = run / "evals"
-    points = {"start": _split(evals / "after_sft.json", split)}
+    start = evals / "after_sft.json"
+    if not start.exists():  # a run without a warm-up starts RL from its untrained model
+        start = evals / "untrained.json"
+    points = {"start": _split(start, split)}
     steps = sorted(int(p.stem[len(STEP_PREFIX):]) for p in evals.glob(f"{STEP_PREFIX}*.json"))
     for step in steps:
-        points[f"stage {stage_of[step]}"] = _split(evals / f"{STEP_PREFIX}{step}.json", split)
+        if step not in stage_of:
+            raise ValueError(f"{run}: evals/{STEP_PREFIX}{step}.json has no RL step {step} in "
+                             "metrics.jsonl")
+        if stage_of.get(step + 1, -1) != stage_of[step]:  # the stage's last step
+            points[f"stage {stage_of[step]}"] = _split(evals / f"{STEP_PREFIX}{step}.json",
+                                                       split)
     points["end"] = _split(evals / "after_rl.json", split)
     return points
 

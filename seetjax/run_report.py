@@ -22,7 +22,8 @@ def run_report(name: str, steps: int, seconds: float, milestones: Sequence[Miles
     reports = split_reports(final.env)
     lines = [f"# Training report: {name}", "",
              f"{steps} RL steps, {seconds / 60:.1f} min in all.", "",
-             "## Greedy evaluations: untrained, after the SFT warm-up, after RL", "",
+             "## Greedy evaluations: untrained, after the SFT warm-up, (after RL steps with "
+             "held-out evaluations,) after RL", "",
              reports.about, "", milestone_table(milestones),
              "## Per stage (rollouts)", "",
              "| stage | steps | reward | turn accuracy | format validity | retries | hints |"

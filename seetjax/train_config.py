@@ -237,6 +237,7 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     env = env_of(config)
     spec = registry.spec_of(env)
     eval_splits = parse_eval_splits(config.eval.splits, config.eval.per_category)
+    _check_periodic_evals(config.train, eval_splits)
     if spec.check_data is not None:
         spec.check_data(env, config.data.to_dict(), eval_splits)
 
@@ -353,6 +354,20 @@ _COUNTS = (("data.tasks_per_step", 1, ""), ("train.steps", 1, ""),
            ("train.eval_every", 0, " (0: never)"), ("seet.max_pairs", 0, ""),
            ("seet.anchors.capacity", 1, ""), ("seet.anchors.max_age", 0, " (0: no limit)"),
            ("train.max_policy_tokens", 0, " (0: no budget)"))
+
+
+def _check_periodic_evals(train: ml_collections.ConfigDict, eval_splits: dict) -> None:
+    """The periodic evaluations' switches are booleans, and `eval_held_out` has evaluations
+    to extend and splits to score (otherwise it would silently do nothing)."""
+    for name in ("eval_at_stage_ends", "eval_held_out"):
+        if not isinstance(train[name], bool):
+            raise ValueError(f"config.train.{name}={train[name]!r}: must be True or False")
+    if train.eval_held_out and not (train.eval_every or train.eval_at_stage_ends):
+        raise ValueError("config.train.eval_held_out=True: no periodic evaluation to extend; "
+                         "set config.train.eval_every or config.train.eval_at_stage_ends")
+    if train.eval_held_out and not eval_splits:
+        raise ValueError("config.train.eval_held_out=True: config.eval.splits names no split "
+                         "to score")
 
 
 def _check_counts(config: ml_collections.ConfigDict) -> None:

@@ -318,10 +318,9 @@ class TrainRun:
         """The evaluation after RL step `step` (`train.eval_every`, `train.eval_at_stage_ends`):
         greedy episodes of this process's training tasks and, with `train.eval_held_out`, of the
         evaluation splits, kept as evals/step_<step>.json for the report's tables."""
-        held_out = self.config.train.eval_held_out
-        milestone = self._evaluate(f"{STEP_PREFIX}{step}", self._policy(),
-                                   self.split_tasks if held_out else {})
-        if held_out and jax.process_index() == 0:
+        splits = self.split_tasks if self.config.train.eval_held_out else {}
+        milestone = self._evaluate(f"{STEP_PREFIX}{step}", self._policy(), splits)
+        if splits and jax.process_index() == 0:
             path = self.workdir / "evals" / f"{milestone.name}.json"
             path.parent.mkdir(exist_ok=True)
             path.write_text(json.dumps(milestone.to_json()))
@@ -351,13 +350,23 @@ class TrainRun:
             say(split_reports(final.env).markdown(list(final.splits.values())))
         return summary
 
-    def _held_out_evals(self) -> list[Milestone]:
-        """The periodic evaluations of the held-out splits this run kept, by step."""
-        kept = {int(p.stem[len(STEP_PREFIX):]): p
+    def _held_out_paths(self) -> dict[int, Path]:
+        """step -> evals/step_<step>.json, the periodic held-out evaluations kept."""
+        return {int(p.stem[len(STEP_PREFIX):]): p
                 for p in (self.workdir / "evals").glob(f"{STEP_PREFIX}*.json")
                 if p.stem[len(STEP_PREFIX):].isdigit()}
-        return [Milestone.from_json(json.loads(kept[step].read_text()))
-                for step in sorted(kept) if step <= self.step]
+
+    def _held_out_evals(self) -> list[Milestone]:
+        """The periodic evaluations of the held-out splits this run kept, by step."""
+        kept = self._held_out_paths()
+        return [Milestone.from_json(json.loads(kept[step].read_text())) for step in sorted(kept)]
+
+    def _drop_held_out_evals(self, after: int) -> None:
+        """Removes the periodic held-out evaluations of steps after `after`: a resumed run
+        evaluates them again, and a restarted one may evaluate other splits."""
+        for step, path in self._held_out_paths().items():
+            if step > after:
+                path.unlink()
 
     # ---------------------------------------------------------------- checkpoints
 
@@ -375,8 +384,9 @@ class TrainRun:
         restored = self.checkpointer.restore_intact(self.policies.checkpointed)
         metrics = self.workdir / "metrics.jsonl"
         if restored is None:
-            if metrics.exists() and jax.process_index() == 0:
-                metrics.unlink()  # a run that never checkpointed starts over
+            if jax.process_index() == 0:
+                metrics.unlink(missing_ok=True)  # a run that never checkpointed starts over
+                self._drop_held_out_evals(after=0)
             return False
         states, caller, step = restored
         self.policies.restore(states)
@@ -389,6 +399,7 @@ class TrainRun:
         rows = read_metrics(metrics)
         if jax.process_index() == 0:  # steps after the checkpoint will be run again
             metrics.write_text("".join(json.dumps(r) + "\n" for r in rows if r["step"] <= step))
+            self._drop_held_out_evals(after=step)
         say(f"resumed at step {self.step} (stage {self.curriculum.stage.stage})")
         return True
 

@@ -36,12 +36,14 @@ def milestone_label(name: str) -> str:
     if name.startswith(STEP_PREFIX):
         return f"after RL step {name[len(STEP_PREFIX):]}"
     return LABELS[name]
+
+
 TASK_METRICS = ("format_validity", "checked_turn_accuracy", "turn_accuracy", "reward")
 
 
 @dataclasses.dataclass(frozen=True)
 class Milestone:
-    name: str  # one of MILESTONES
+    name: str  # one of MILESTONES, or step_<N> (a periodic evaluation after RL step N)
     tasks: dict[str, float]  # TASK_METRICS on the training tasks, over all processes
     splits: dict[str, dict[str, Any]]  # split -> its report (`seetjax.eval.reports`)
     env: str = "bfcl"  # the environment whose reports `splits` holds

@@ -44,6 +44,13 @@ def test_points_are_labelled_by_the_stage_that_ended(stages, tmp_path):
     points = stages.evaluation_points(run, "test")
     assert list(points) == ["start", "stage 1", "stage 2", "end"]
     assert [p["overall"] for p in points.values()] == [0.25, 0.5, 0.375, 0.75]
+    # a mid-stage evaluation (step 3, in stage 2) is no stage's end: left out
+    mid = make_run(tmp_path / "s1", [0.25, 0.5, 0.0, 0.375, 0.75], steps=(2, 3, 4))
+    assert [p["overall"] for p in stages.evaluation_points(mid, "test").values()] == [
+        0.25, 0.5, 0.375, 0.75]
+    # without a warm-up RL starts from the untrained model
+    (run / "evals" / "after_sft.json").rename(run / "evals" / "untrained.json")
+    assert list(stages.evaluation_points(run, "test")) == ["start", "stage 1", "stage 2", "end"]
 
 
 def test_table_means_and_changes_pair_runs(stages, tmp_path):
@@ -69,6 +76,10 @@ def test_runs_without_held_out_points_or_alike_points_fail_clearly(stages, tmp_p
     other = make_run(tmp_path / "s1", [0.25, 0.5, 0.75], steps=(2,))
     with pytest.raises(ValueError, match="evaluation points"):
         stages.stage_table([run, other])
+    (run / "evals" / "step_9.json").write_text((run / "evals" / "step_2.json").read_text())
+    with pytest.raises(ValueError, match="step_9.json has no RL step 9"):
+        stages.evaluation_points(run, "test")
+    (run / "evals" / "step_9.json").unlink()
     (run / "evals" / "after_rl.json").unlink()
     with pytest.raises(ValueError, match="after_rl.json: missing"):
         stages.evaluation_points(run, "test")

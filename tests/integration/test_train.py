@@ -93,15 +93,20 @@ def test_short_main_job_learns_and_writes_everything(tmp_path, embedded_dir):
 
 @pytest.mark.slow
 def test_a_resumed_run_ends_where_a_straight_one_does(tmp_path, embedded_dir):
-    launch(tmp_path / "straight", RL_ONLY)
-    launch(tmp_path / "stopped", RL_ONLY, extra=["--config.train.steps=2"])
-    stdout = launch(tmp_path / "stopped", RL_ONLY).stdout
+    # with an evaluation after each stage's step (1-3): evaluating takes nothing from training
+    flags = [*RL_ONLY, "--config.train.eval_at_stage_ends=true"]
+    launch(tmp_path / "straight", flags)
+    launch(tmp_path / "stopped", flags, extra=["--config.train.steps=2"])
+    stdout = launch(tmp_path / "stopped", flags).stdout
     straight, resumed = params(tmp_path / "straight"), params(tmp_path / "stopped")
     for name, value in straight.items():
         np.testing.assert_array_equal(value, resumed[name], err_msg=name)
-    rows = [json.loads(line)["step"] for line in
+    rows = [json.loads(line) for line in
             (tmp_path / "stopped" / "metrics.jsonl").read_text().splitlines()]
-    assert rows.count(3) == 1 and rows.count(4) >= 1  # steps after the checkpoint, once each
+    steps = [r["step"] for r in rows]
+    assert steps.count(3) == 1 and steps.count(4) >= 1  # steps after the checkpoint, once each
+    evaluated = [r["step"] for r in rows if "stage" in r and "eval/train_reward" in r]
+    assert evaluated == [1, 2, 3]
     assert "resumed at step 2" in stdout
     # the last checkpoint is the exported model; an earlier one is not
     model, _, plan = restore_run(tmp_path / "straight")
@@ -136,6 +141,9 @@ def test_a_token_budget_ends_the_rl_phase_and_resumes_with_its_count(tmp_path, e
     assert rows[1]["rollout/cumulative_policy_tokens"] == (
         first[0]["rollout/policy_tokens"] + rows[1]["rollout/policy_tokens"])
     assert "2 RL steps" in (tmp_path / "report.md").read_text()
+    # without periodic evaluations the RL steps' rows carry none, and no step files are kept
+    assert not any(k.startswith("eval/") for r in rows for k in r)
+    assert not list((tmp_path / "evals").glob("step_*.json"))
 
 
 def test_loading_a_config_starts_no_jax_backend():
@@ -205,6 +213,8 @@ def test_eval_splits_may_name_their_own_count():
     (("train", "checkpoint_every", 0), "config.train.checkpoint_every"),
     (("train", "keep_checkpoints", 0), "config.train.keep_checkpoints"),
     (("train", "max_policy_tokens", -1), "config.train.max_policy_tokens=-1: must be an integer"),
+    (("train", "eval_at_stage_ends", None), "config.train.eval_at_stage_ends=None: must be True"),
+    (("train", "eval_held_out", True), "config.train.eval_held_out=True: no periodic evaluation"),
 ])
 def test_bad_configs_fail_with_the_field_named(override, message):
     config = load_config_file(ROOT / "configs" / "tiny.py")
@@ -214,6 +224,15 @@ def test_bad_configs_fail_with_the_field_named(override, message):
         section = section[name]
     section[key] = value
     with pytest.raises(ValueError, match=message):
+        build_plan(config)
+
+
+def test_held_out_periodic_evaluations_need_splits():
+    config = load_config_file(ROOT / "configs" / "tiny.py")
+    config.train.eval_at_stage_ends = config.train.eval_held_out = True
+    build_plan(config)
+    config.eval.splits = ""
+    with pytest.raises(ValueError, match="config.eval.splits names no split"):
         build_plan(config)
 
 
