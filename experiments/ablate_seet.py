@@ -495,7 +495,9 @@ def main(argv: list[str] | None = None) -> int:
     runs, curve_rows, table = summarise(results, args)
     missing = len(grid) - len(results)
     if missing:
-        table += f"\n{missing} of {len(grid)} cells have not finished; this covers the others.\n"
+        started = sum((args.out / cell_name(*c)).exists() for c in grid) - len(results)
+        table += (f"\n{missing} of {len(grid)} cells have no result ({started} started and "
+                  f"unfinished, {missing - started} not run); this covers the others.\n")
     write_csv(runs, args.out / "ablation.csv")
     write_csv(curve_rows, args.out / "curves.csv")
     (args.out / "ablation.md").write_text(table)
