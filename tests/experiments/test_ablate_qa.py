@@ -1,7 +1,6 @@
 """experiments/ablate_qa.py: every cell is a valid run config with its algorithm and lambda; the
 grid's cells and names."""
 
-import importlib.util
 from argparse import Namespace
 from pathlib import Path
 
@@ -9,15 +8,10 @@ import pytest
 
 from seetjax.train_config import build_plan
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def ablate():
-    spec = importlib.util.spec_from_file_location("ablate_qa", ROOT / "experiments" / "ablate_qa.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def ablate(experiment):
+    return experiment("ablate_qa")
 
 
 ARGS = Namespace(steps=3, questions=4, tasks_per_step=2, eval_questions=4)

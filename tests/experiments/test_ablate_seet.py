@@ -2,7 +2,6 @@
 fields; bootstrap intervals (against scipy), paired differences, steps to threshold, curve
 interpolation, shards, the summary; and a two-worker grid end to end."""
 
-import importlib.util
 import json
 import math
 import os
@@ -17,12 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def ablate():
-    spec = importlib.util.spec_from_file_location("ablate_seet",
-                                                  ROOT / "experiments" / "ablate_seet.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def ablate(experiment):
+    return experiment("ablate_seet")
 
 
 @pytest.fixture(scope="module")

@@ -1,23 +1,16 @@
 """experiments/stage_gains.py: a run's evaluation points read from its workdir and labelled by
 stage, the per-point means and per-stage changes paired by run, and clear errors."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def stages():
-    spec = importlib.util.spec_from_file_location("stage_gains",
-                                                  ROOT / "experiments" / "stage_gains.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def stages(experiment):
+    return experiment("stage_gains")
 
 
 def split(overall, turns):
