@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments"))
 from grid import Estimate, bootstrap_mean  # noqa: E402
 
-from seetjax.eval.milestones import STEP_PREFIX  # noqa: E402
+from seetjax.eval.milestones import STEP_PREFIX, step_milestone_paths  # noqa: E402
 from seetjax.plots import read_metrics  # noqa: E402
 
 FIGURES = {"tasks solved (%)": lambda s: 100.0 * s["overall"],
@@ -50,8 +50,7 @@ def evaluation_points(run: Path, split: str) -> dict[str, dict]:
     if not start.exists():  # a run without a warm-up starts RL from its untrained model
         start = evals / "untrained.json"
     points = {"start": _split(start, split)}
-    steps = sorted(int(p.stem[len(STEP_PREFIX):]) for p in evals.glob(f"{STEP_PREFIX}*.json"))
-    for step in steps:
+    for step in sorted(step_milestone_paths(evals)):
         if step not in stage_of:
             raise ValueError(f"{run}: evals/{STEP_PREFIX}{step}.json has no RL step {step} in "
                              "metrics.jsonl")

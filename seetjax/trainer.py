@@ -32,7 +32,14 @@ from seetjax import sharding
 from seetjax.base_model import EMBEDDED_BASE, resolve_model_path, untrained_model_path
 from seetjax.envs import registry
 from seetjax.eval.evaluate import EVAL_STAGE
-from seetjax.eval.milestones import STEP_PREFIX, Milestone, evaluate_milestone, first_per_category
+from seetjax.eval.milestones import (
+    STEP_PREFIX,
+    Milestone,
+    drop_step_milestones,
+    evaluate_milestone,
+    first_per_category,
+    load_step_milestones,
+)
 from seetjax.eval.reports import split_reports
 from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer
@@ -346,27 +353,9 @@ class TrainRun:
             plot_curves(rows, self.workdir / "curves.png", title=str(self.workdir.name))
             (self.workdir / "report.md").write_text(run_report(
                 self.workdir.name, self.step, seconds,
-                (*milestones[:-1], *self._held_out_evals(), final), rows))
+                (*milestones[:-1], *load_step_milestones(self.workdir / "evals"), final), rows))
             say(split_reports(final.env).markdown(list(final.splits.values())))
         return summary
-
-    def _held_out_paths(self) -> dict[int, Path]:
-        """step -> evals/step_<step>.json, the periodic held-out evaluations kept."""
-        return {int(p.stem[len(STEP_PREFIX):]): p
-                for p in (self.workdir / "evals").glob(f"{STEP_PREFIX}*.json")
-                if p.stem[len(STEP_PREFIX):].isdigit()}
-
-    def _held_out_evals(self) -> list[Milestone]:
-        """The periodic evaluations of the held-out splits this run kept, by step."""
-        kept = self._held_out_paths()
-        return [Milestone.from_json(json.loads(kept[step].read_text())) for step in sorted(kept)]
-
-    def _drop_held_out_evals(self, after: int) -> None:
-        """Removes the periodic held-out evaluations of steps after `after`: a resumed run
-        evaluates them again, and a restarted one may evaluate other splits."""
-        for step, path in self._held_out_paths().items():
-            if step > after:
-                path.unlink()
 
     # ---------------------------------------------------------------- checkpoints
 
@@ -386,7 +375,7 @@ class TrainRun:
         if restored is None:
             if jax.process_index() == 0:
                 metrics.unlink(missing_ok=True)  # a run that never checkpointed starts over
-                self._drop_held_out_evals(after=0)
+                drop_step_milestones(self.workdir / "evals", after=0)
             return False
         states, caller, step = restored
         self.policies.restore(states)
@@ -399,7 +388,7 @@ class TrainRun:
         rows = read_metrics(metrics)
         if jax.process_index() == 0:  # steps after the checkpoint will be run again
             metrics.write_text("".join(json.dumps(r) + "\n" for r in rows if r["step"] <= step))
-            self._drop_held_out_evals(after=step)
+            drop_step_milestones(self.workdir / "evals", after=step)
         say(f"resumed at step {self.step} (stage {self.curriculum.stage.stage})")
         return True
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from seetjax.bootstrap import paired_gain
@@ -29,6 +31,26 @@ MILESTONES = ("untrained", "after_sft", "after_rl")
 LABELS = {"untrained": "untrained", "after_sft": "after SFT (start of RL)",
           "after_rl": "after RL"}
 STEP_PREFIX = "step_"  # a periodic evaluation's name: step_<N>, after RL step N
+
+
+def step_milestone_paths(evals: Path) -> dict[int, Path]:
+    """step -> <evals>/step_<step>.json, the periodic held-out evaluations a run kept."""
+    return {int(p.stem[len(STEP_PREFIX):]): p for p in evals.glob(f"{STEP_PREFIX}*.json")
+            if p.stem[len(STEP_PREFIX):].isdigit()}
+
+
+def load_step_milestones(evals: Path) -> list[Milestone]:
+    """The periodic held-out evaluations kept in `evals`, by step."""
+    kept = step_milestone_paths(evals)
+    return [Milestone.from_json(json.loads(kept[step].read_text())) for step in sorted(kept)]
+
+
+def drop_step_milestones(evals: Path, after: int) -> None:
+    """Removes the periodic held-out evaluations of steps after `after`: a resumed run evaluates
+    them again, and a restarted one may evaluate other splits."""
+    for step, path in step_milestone_paths(evals).items():
+        if step > after:
+            path.unlink()
 
 
 def milestone_label(name: str) -> str:
