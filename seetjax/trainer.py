@@ -152,10 +152,15 @@ class TrainRun:
         if path.exists():
             return Milestone.from_json(json.loads(path.read_text()))
         milestone = self._evaluate(name, policy(), self.split_tasks)
+        self._keep(milestone)
+        return milestone
+
+    def _keep(self, milestone: Milestone) -> None:
+        """Writes `milestone` to evals/<name>.json (process 0: the figures are the same on all)."""
         if jax.process_index() == 0:
+            path = self.workdir / "evals" / f"{milestone.name}.json"
             path.parent.mkdir(exist_ok=True)
             path.write_text(json.dumps(milestone.to_json()))
-        return milestone
 
     def _untrained_policy(self, base: Path) -> SamplerPolicy:
         """Greedy decoding with the model the run starts from, before any training."""
@@ -327,10 +332,8 @@ class TrainRun:
         evaluation splits, kept as evals/step_<step>.json for the report's tables."""
         splits = self.split_tasks if self.config.train.eval_held_out else {}
         milestone = self._evaluate(f"{STEP_PREFIX}{step}", self._policy(), splits)
-        if splits and jax.process_index() == 0:
-            path = self.workdir / "evals" / f"{milestone.name}.json"
-            path.parent.mkdir(exist_ok=True)
-            path.write_text(json.dumps(milestone.to_json()))
+        if splits:
+            self._keep(milestone)
         return milestone.metrics()
 
     def _evaluate(self, name: str, policy: SamplerPolicy,
@@ -346,8 +349,8 @@ class TrainRun:
         self.writer.flush()
         self.policies.export(self.workdir, self.tokenizer, self.config.model.path or None)
         summary = {"evals": {m.name: m.to_json() for m in milestones}, "seconds": seconds}
+        self._keep(final)
         if jax.process_index() == 0:
-            (self.workdir / "evals" / "after_rl.json").write_text(json.dumps(final.to_json()))
             (self.workdir / "summary.json").write_text(json.dumps(summary, indent=2))
             rows = read_metrics(self.workdir / "metrics.jsonl")
             plot_curves(rows, self.workdir / "curves.png", title=str(self.workdir.name))
