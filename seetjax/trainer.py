@@ -15,7 +15,6 @@ covers the tasks it sees).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
@@ -25,22 +24,14 @@ from typing import Any
 import jax
 import ml_collections
 import numpy as np
-from flax import nnx
 from tqdm import tqdm
 
 from seetjax import sharding
 from seetjax.base_model import EMBEDDED_BASE, resolve_model_path, untrained_model_path
 from seetjax.envs import registry
-from seetjax.eval.evaluate import EVAL_STAGE
-from seetjax.eval.milestones import (
-    STEP_PREFIX,
-    Milestone,
-    drop_step_milestones,
-    evaluate_milestone,
-    first_per_category,
-    load_step_milestones,
-)
+from seetjax.eval.milestones import Milestone, first_per_category
 from seetjax.eval.reports import split_reports
+from seetjax.eval.run_evals import RunEvaluations, greedy_policy
 from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.metrics import MetricsWriter
@@ -90,27 +81,22 @@ class TrainRun:
         tasks = load(env, data, self.config.data.split,
                      self.config.data.tasks_per_category or None)
         self.tasks = local_shard(tasks)
-        # The milestones' training-task figures: a run may train on thousands of tasks
-        self.eval_train_tasks = local_shard(first_per_category(tasks,
-                                                               self.config.eval.per_category))
-        self.split_tasks = {s: local_shard(load(env, data, s, count or None))
-                            for s, count in self.plan.eval_splits.items()}
-        # SFT keeps the tokenizer: one evaluation rollout serves every milestone.
+        # SFT keeps the tokenizer: one set of evaluation rollouts serves every milestone. The
+        # training-task figures use a few tasks per category: a run may train on thousands.
         tokenizer = Tokenizer.from_pretrained(base)
-        self._eval = Rollout(tokenizer, self.plan.eval_rollout)
-        env = self.plan.eval_rollout.env
-        self._decodings = {d: self._eval if d == env.decoding else Rollout(
-            tokenizer, dataclasses.replace(self.plan.eval_rollout,
-                                           env=dataclasses.replace(env, decoding=d)))
-            for d in self.plan.eval_decodings}
-        self._check_prompts_fit()
+        self.evals = RunEvaluations(
+            self.workdir, self.plan, tokenizer,
+            local_shard(first_per_category(tasks, self.config.eval.per_category)),
+            {s: local_shard(load(env, data, s, count or None))
+             for s, count in self.plan.eval_splits.items()})
+        self.evals.check_prompts_fit(self.tasks, self.plan.rollout.limits.max_episode_tokens)
         path = self.config.model.path
-        untrained = self._milestone("untrained", lambda: self._untrained_policy(
-            untrained_model_path(path)))
+        untrained = self.evals.cached("untrained", lambda: greedy_policy(
+            untrained_model_path(path), self.config.model, tokenizer, self.config.seed))
         self._setup(self._warm_up(base))
         # "embedded:base" is its own warm-up: SFT on generated dialogs, done once and cached
         warmed_up = self.config.sft.enabled or path == EMBEDDED_BASE
-        after_sft = (self._milestone("after_sft", self._policy) if warmed_up
+        after_sft = (self.evals.cached("after_sft", self._policy) if warmed_up
                      else untrained.renamed("after_sft"))
         if self.step == 0:  # not resumed: the curves start from both points
             self.writer.write(0, {**untrained.metrics(), **after_sft.metrics()})
@@ -130,45 +116,6 @@ class TrainRun:
         final = self._finish((untrained, after_sft), time.perf_counter() - start)
         self.writer.close()
         return final
-
-    def _check_prompts_fit(self) -> None:
-        """Every task's opening prompt leaves room for replies in max_episode_tokens (checked
-        before any work: otherwise every episode of such a task would end before its first
-        reply)."""
-        limits = self.plan.rollout.limits
-        tasks = {t.id: t for t in [*self.tasks, *(t for ts in self.split_tasks.values()
-                                                  for t in ts)]}
-        episodes = self._eval.episodes(list(tasks.values()), EVAL_STAGE, progress=1.0, seed=0)
-        longest = max(episodes, key=lambda e: len(e.prompt))
-        if len(longest.prompt) + 2 > limits.max_episode_tokens:
-            raise ValueError(
-                f"config.limits.max_episode_tokens={limits.max_episode_tokens}: the opening "
-                f"prompt of task {longest.task.id} alone has {len(longest.prompt)} tokens")
-
-    def _milestone(self, name: str, policy) -> Milestone:
-        """The greedy evaluation at milestone `name` (see seetjax.eval.milestones) with the
-        policy `policy()` gives; kept in the workdir, so a resumed run has it without rerunning."""
-        path = self.workdir / "evals" / f"{name}.json"
-        if path.exists():
-            return Milestone.from_json(json.loads(path.read_text()))
-        milestone = self._evaluate(name, policy(), self.split_tasks)
-        self._keep(milestone)
-        return milestone
-
-    def _keep(self, milestone: Milestone) -> None:
-        """Writes `milestone` to evals/<name>.json (process 0: the figures are the same on all)."""
-        if jax.process_index() == 0:
-            path = self.workdir / "evals" / f"{milestone.name}.json"
-            path.parent.mkdir(exist_ok=True)
-            path.write_text(json.dumps(milestone.to_json()))
-
-    def _untrained_policy(self, base: Path) -> SamplerPolicy:
-        """Greedy decoding with the model the run starts from, before any training."""
-        model = load_hf_checkpoint(base, **load_options(self.config.model))
-        tokenizer = self._eval.tokenizer
-        return SamplerPolicy(Sampler(model, pad_id=tokenizer.pad_id), nnx.state(model),
-                             SamplingParams(temperature=0.0), tokenizer.stop_ids,
-                             jax.random.key(self.config.seed))
 
     def _warm_up(self, base: Path) -> Path:
         """SFT on ground-truth dialogs (skipped when disabled); returns the model to train."""
@@ -320,43 +267,34 @@ class TrainRun:
 
     # ---------------------------------------------------------------- evaluation
 
-    def _policy(self, greedy: bool = True) -> SamplerPolicy:
-        """The evaluation's policy (with separate sets, the `EVAL_ROLE`'s parameters)."""
-        sampling = SamplingParams(temperature=0.0) if greedy else self.plan.sampling
-        return SamplerPolicy(self.sampler, self.policies.sampling_params(), sampling,
+    def _policy(self) -> SamplerPolicy:
+        """The evaluations' greedy policy (with separate sets, the `EVAL_ROLE`'s parameters)."""
+        return SamplerPolicy(self.sampler, self.policies.sampling_params(),
+                             SamplingParams(temperature=0.0),
                              self.tokenizer.stop_ids, jax.random.key(self.config.seed))
 
     def _periodic_eval(self, step: int) -> dict[str, float]:
         """The evaluation after RL step `step` (`train.eval_every`, `train.eval_at_stage_ends`):
-        greedy episodes of this process's training tasks and, with `train.eval_held_out`, of the
-        evaluation splits, kept as evals/step_<step>.json for the report's tables."""
-        splits = self.split_tasks if self.config.train.eval_held_out else {}
-        milestone = self._evaluate(f"{STEP_PREFIX}{step}", self._policy(), splits)
-        if splits:
-            self._keep(milestone)
-        return milestone.metrics()
-
-    def _evaluate(self, name: str, policy: SamplerPolicy,
-                  split_tasks: dict[str, list[Any]]) -> Milestone:
-        return evaluate_milestone(name, self._eval, policy, self.eval_train_tasks, split_tasks,
-                                  self._decodings)
+        the training tasks and, with `train.eval_held_out`, the evaluation splits."""
+        return self.evals.after_step(step, self._policy(),
+                                     self.config.train.eval_held_out).metrics()
 
     def _finish(self, milestones: tuple[Milestone, Milestone], seconds: float) -> dict[str, Any]:
         """The after-RL evaluation, model export, summary.json, report.md and curves.png."""
-        final = self._evaluate("after_rl", self._policy(), self.split_tasks)
+        final = self.evals.evaluate("after_rl", self._policy())
         milestones = (*milestones, final)
         self.writer.write(self.step, final.metrics())
         self.writer.flush()
         self.policies.export(self.workdir, self.tokenizer, self.config.model.path or None)
         summary = {"evals": {m.name: m.to_json() for m in milestones}, "seconds": seconds}
-        self._keep(final)
+        self.evals.keep(final)
         if jax.process_index() == 0:
             (self.workdir / "summary.json").write_text(json.dumps(summary, indent=2))
             rows = read_metrics(self.workdir / "metrics.jsonl")
             plot_curves(rows, self.workdir / "curves.png", title=str(self.workdir.name))
             (self.workdir / "report.md").write_text(run_report(
                 self.workdir.name, self.step, seconds,
-                (*milestones[:-1], *load_step_milestones(self.workdir / "evals"), final), rows))
+                (*milestones[:-1], *self.evals.steps(), final), rows))
             say(split_reports(final.env).markdown(list(final.splits.values())))
         return summary
 
@@ -378,7 +316,7 @@ class TrainRun:
         if restored is None:
             if jax.process_index() == 0:
                 metrics.unlink(missing_ok=True)  # a run that never checkpointed starts over
-                drop_step_milestones(self.workdir / "evals", after=0)
+            self.evals.drop_after(0)
             return False
         states, caller, step = restored
         self.policies.restore(states)
@@ -391,7 +329,7 @@ class TrainRun:
         rows = read_metrics(metrics)
         if jax.process_index() == 0:  # steps after the checkpoint will be run again
             metrics.write_text("".join(json.dumps(r) + "\n" for r in rows if r["step"] <= step))
-            drop_step_milestones(self.workdir / "evals", after=step)
+        self.evals.drop_after(step)
         say(f"resumed at step {self.step} (stage {self.curriculum.stage.stage})")
         return True
 
