@@ -1,6 +1,7 @@
 """A training run's greedy evaluations: the milestones (untrained, after SFT, after RL) and the
-periodic ones after RL steps (`train.eval_every`, `train.eval_at_stage_ends`), each kept in the
-workdir's evals/ as <name>.json (see seetjax.eval.milestones)."""
+periodic ones after RL steps (`train.eval_every`, `train.eval_at_stage_ends`). The milestones and
+the periodic evaluations that cover the held-out splits are kept in the workdir's evals/ as
+<name>.json (see seetjax.eval.milestones)."""
 
 from __future__ import annotations
 

@@ -57,3 +57,16 @@ def test_prompts_that_leave_no_room_for_a_reply_fail_naming_the_limit(evals):
     evals.check_prompts_fit(evals.train_tasks, longest + 2)
     with pytest.raises(ValueError, match=r"config\.limits\.max_episode_tokens=.*alone has"):
         evals.check_prompts_fit(evals.train_tasks, longest + 1)
+    split_longest = max(len(p.prompt) for p in evals.rollout.episodes(
+        evals.split_tasks["test"], EVAL_STAGE, progress=1.0, seed=0))
+    with pytest.raises(ValueError, match="alone has"):  # the splits' prompts count too
+        evals.check_prompts_fit([], split_longest + 1)
+
+
+def test_only_process_0_writes_or_drops_files(evals, tokenizer, monkeypatch):
+    evals.after_step(2, AlternatingPolicy(tokenizer), held_out=True)
+    monkeypatch.setattr("jax.process_index", lambda: 1)
+    evals.cached("after_sft", lambda: AlternatingPolicy(tokenizer))
+    evals.after_step(4, AlternatingPolicy(tokenizer), held_out=True)
+    evals.drop_after(0)
+    assert sorted(p.name for p in evals.dir.iterdir()) == ["step_2.json"]
