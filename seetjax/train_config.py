@@ -29,13 +29,8 @@ from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import RolloutConfig
 from seetjax.rollout.multi_agent import ROLES, MultiAgentConfig
 from seetjax.sampling import SamplingParams
-from seetjax.seet.config import StageConfig, default_stages
-from seetjax.seet.curriculum import Transition
-
-STAGE_KEYS = ("stage1", "stage2", "stage3", "stage4")
-# Fields of a `config.seet.stageN` section that are the stage's Transition, not its StageConfig.
-TRANSITION_FIELDS = {"steps": "max_steps", "until_metric": "metric", "threshold": "threshold",
-                     "min_steps": "min_steps"}
+from seetjax.seet.config import PLAIN_STAGE, StageConfig, default_stages
+from seetjax.seet.curriculum import Transition, configured_stages
 
 
 def load_config_file(path: str | os.PathLike, *args: Any) -> ml_collections.ConfigDict:
@@ -257,7 +252,8 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
                          "score tokens under the distribution they were sampled from")
 
     seet = config.seet.enabled
-    stages, transitions = _stages(config) if seet else _plain(config)
+    stages, transitions = (configured_stages(config.seet) if seet
+                           else ((PLAIN_STAGE,), (Transition(None),)))
     if learner.term("policy_gradient") is not None:
         _check_importance_ratios(config, sampling, stages)
     max_pairs = config.seet.max_pairs if seet and learner.term("counterfactual") else 0
@@ -379,37 +375,3 @@ def _check_counts(config: ml_collections.ConfigDict) -> None:
             value = value[key]
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ValueError(f"config.{path}={value!r}: must be an integer >= {least}{meaning}")
-
-
-def _stages(config: ml_collections.ConfigDict) -> tuple[tuple, tuple]:
-    """The SEET stages from `config.seet.start_stage` on; the last one runs until the end."""
-    start = config.seet.start_stage
-    if start not in (1, 2, 3, 4):
-        raise ValueError(f"config.seet.start_stage={start}: must be 1, 2, 3 or 4")
-    stages, transitions = [], []
-    for key in STAGE_KEYS[start - 1:]:
-        section = config.seet[key].to_dict()
-        moves = {TRANSITION_FIELDS[k]: section.pop(k) for k in list(section)
-                 if k in TRANSITION_FIELDS}
-        stages.append(as_dataclass(StageConfig, section, f"seet.{key}", stage=int(key[-1])))
-        moves["metric"] = moves.get("metric") or None
-        if moves["metric"] is None:
-            moves["threshold"] = None
-        moves["max_steps"] = moves.get("max_steps") or None
-        transitions.append(as_dataclass(Transition, moves, f"seet.{key}"))
-        if key != STAGE_KEYS[-1] and moves["max_steps"] is None and moves["metric"] is None \
-                and not config.seet.single_stage:
-            raise ValueError(f"config.seet.{key}.steps: a stage before the last needs steps or "
-                             "until_metric, or it would never end")
-    transitions[-1] = Transition(None)
-    if config.seet.single_stage:
-        return stages[:1], (Transition(None),)
-    return tuple(stages), tuple(transitions)
-
-
-def _plain(config: ml_collections.ConfigDict) -> tuple[tuple, tuple]:
-    """No SEET: the standard environment, no retries, hints, interception or slow loop."""
-    stage = StageConfig(stage=4, env_mode="standard", retry_budget=0, retry_probability_start=0.0,
-                        retry_probability_end=0.0, counterfactual=False, feedback_marker=False,
-                        peer_anchors=False, historical_anchors=False, induced_anchors=False)
-    return (stage,), (Transition(None),)

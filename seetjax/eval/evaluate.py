@@ -18,14 +18,12 @@ from seetjax.eval.agent_metrics import AgentMetrics, agent_metrics
 from seetjax.eval.bfcl_checker import BfclReport, EntryResult, entry_result, summarize
 from seetjax.rollout.episode import Episode
 from seetjax.rollout.loop import Policy, Rollout
-from seetjax.seet.config import StageConfig
+from seetjax.seet.config import PLAIN_STAGE, StageConfig
 from seetjax.tools.calls import ParseError
 
 # BFCL's own conditions: raw API errors, no retries, no marker, nothing intercepted. Every
 # evaluation uses it, so runs of any configuration (SEET or not) are scored alike.
-EVAL_STAGE = StageConfig(stage=4, env_mode="standard", retry_budget=0, retry_probability_start=0.0,
-                         retry_probability_end=0.0, counterfactual=False, feedback_marker=False,
-                         peer_anchors=False, historical_anchors=False, induced_anchors=False)
+EVAL_STAGE = PLAIN_STAGE
 
 
 @dataclasses.dataclass(frozen=True)

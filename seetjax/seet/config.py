@@ -96,6 +96,13 @@ def validate_stage(stage: StageConfig) -> None:
             raise ValueError(f"{where}: {name} must be in [0, 1], got {getattr(stage, name)}")
 
 
+# The standard environment with none of SEET's mechanics (no retries, hints, marker, interception
+# or slow loop): BFCL's own conditions, where plain RL trains and every evaluation scores.
+PLAIN_STAGE = StageConfig(stage=4, env_mode="standard", retry_budget=0, retry_probability_start=0.0,
+                          retry_probability_end=0.0, counterfactual=False, feedback_marker=False,
+                          peer_anchors=False, historical_anchors=False, induced_anchors=False)
+
+
 def default_stages() -> tuple[StageConfig, ...]:
     """The four SEET stages with the values of the module docstring."""
     return (

@@ -14,7 +14,13 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from seetjax.config_fields import as_dataclass
 from seetjax.seet.config import StageConfig
+
+STAGE_KEYS = ("stage1", "stage2", "stage3", "stage4")
+# Fields of a `config.seet.stageN` section that are the stage's Transition, not its StageConfig.
+TRANSITION_FIELDS = {"steps": "max_steps", "until_metric": "metric", "threshold": "threshold",
+                     "min_steps": "min_steps"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +39,34 @@ class Transition:
             raise ValueError(f"transition: max_steps must be >= 1 or None, got {self.max_steps}")
         if (self.metric is None) != (self.threshold is None):
             raise ValueError("transition: metric and threshold go together")
+
+
+def configured_stages(seet: Any) -> tuple[tuple[StageConfig, ...], tuple[Transition, ...]]:
+    """The stages and transitions a run's `config.seet` section lays out, from its `start_stage`
+    on (each `stageN` section: StageConfig fields plus the TRANSITION_FIELDS); the last stage
+    runs until the end. A bad field fails naming it (`config.seet.stage2.steps: ...`)."""
+    start = seet.start_stage
+    if start not in (1, 2, 3, 4):
+        raise ValueError(f"config.seet.start_stage={start}: must be 1, 2, 3 or 4")
+    stages, transitions = [], []
+    for key in STAGE_KEYS[start - 1:]:
+        section = seet[key].to_dict()
+        moves = {TRANSITION_FIELDS[k]: section.pop(k) for k in list(section)
+                 if k in TRANSITION_FIELDS}
+        stages.append(as_dataclass(StageConfig, section, f"seet.{key}", stage=int(key[-1])))
+        moves["metric"] = moves.get("metric") or None
+        if moves["metric"] is None:
+            moves["threshold"] = None
+        moves["max_steps"] = moves.get("max_steps") or None
+        transitions.append(as_dataclass(Transition, moves, f"seet.{key}"))
+        if key != STAGE_KEYS[-1] and moves["max_steps"] is None and moves["metric"] is None \
+                and not seet.single_stage:
+            raise ValueError(f"config.seet.{key}.steps: a stage before the last needs steps or "
+                             "until_metric, or it would never end")
+    transitions[-1] = Transition(None)
+    if seet.single_stage:
+        return tuple(stages[:1]), (Transition(None),)
+    return tuple(stages), tuple(transitions)
 
 
 def grant_retry(stage: StageConfig, progress: float, retries_used: int,

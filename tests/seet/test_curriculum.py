@@ -5,7 +5,8 @@ import random
 import pytest
 
 from seetjax.seet.config import StageConfig, default_stages
-from seetjax.seet.curriculum import Curriculum, Transition, grant_retry
+from seetjax.seet.curriculum import Curriculum, Transition, configured_stages, grant_retry
+from seetjax.train_config import default_config
 
 
 def test_default_stages_follow_the_method():
@@ -120,3 +121,31 @@ def test_progress_resumes_from_the_state_and_stays_at_the_end_past_max_steps():
     for _ in range(6):
         c.step()
     assert c.progress == 1.0 and c.retry_probability() == pytest.approx(0.2)
+
+
+def test_a_configs_seet_section_lays_out_its_stages_from_the_start_stage():
+    seet = default_config().seet
+    stages, transitions = configured_stages(seet)
+    assert stages == default_stages()
+    assert [t.max_steps for t in transitions] == [10, 10, 50, None]  # the last runs to the end
+    seet.start_stage, seet.stage3.until_metric, seet.stage3.threshold = 3, "turn_accuracy", 0.5
+    seet.stage3.min_steps = 2
+    stages, transitions = configured_stages(seet)
+    assert [s.stage for s in stages] == [3, 4]
+    assert transitions == (Transition(50, "turn_accuracy", 0.5, 2), Transition(None))
+    seet.single_stage = True
+    assert configured_stages(seet) == ((default_stages()[2],), (Transition(None),))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"start_stage": 5}, "config.seet.start_stage=5"),
+    ({"stage2.steps": 0}, "config.seet.stage2.steps: a stage before the last"),
+    ({"stage1.retry_budget": -1}, "seet.stage1"),
+])
+def test_bad_stage_sections_fail_naming_the_field(change, message):
+    seet = default_config().seet
+    for dotted, value in change.items():
+        section, _, name = dotted.rpartition(".")
+        setattr(seet[section] if section else seet, name, value)
+    with pytest.raises(ValueError, match=message):
+        configured_stages(seet)
