@@ -21,8 +21,8 @@ stage 3 two fifths), with stage 4 until the run ends either way.
 
 Writes to <out>: ablation.csv (one row per run: its steps and tokens, start and final accuracy,
 steps / env steps / policy tokens to the threshold), curves.csv (one row per run and RL step),
-ablation.md (means over seeds with 95% percentile-bootstrap intervals, and paired differences
-from plain GRPO) and ablation.png (learning curves against policy tokens with bands, final
+ablation.md (means over seeds with 95% expanded percentile-bootstrap intervals, and paired
+differences from plain GRPO) and ablation.png (learning curves against policy tokens with bands, final
 held-out accuracy and env steps to threshold with their intervals). Every cell's result is kept in
 its workdir: rerunning the same command after an interruption, or on another shard, skips finished
 cells and resumes an unfinished one from its checkpoint; a sharded run summarises nothing (run
@@ -293,11 +293,12 @@ def summarise(results: list[dict], args) -> tuple[list[dict], list[dict], str]:
         f"{' / '.join(map(str, budgets))} tokens (every reply's, retries and intercepted "
         f"attempts included; 0: no budget), at most {args.max_steps} steps; SEET's stages 1-3 "
         f"last {', '.join(map(str, curriculum(args)))} steps, stage 4 the rest. Means over seeds "
-        f"with 95% percentile-bootstrap intervals ({args.resamples} resamples, seed "
-        f"{args.bootstrap_seed}); Δ: the mean difference from {REFERENCE}, paired by seed, over "
-        "the seeds both have (n), with its interval. Held-out: greedy checked-turn accuracy "
-        f"(mean over categories) and BFCL overall on the `{HELDOUT}` split "
-        f"({args.per_category} per category) after the RL phase, in BFCL's conditions. "
+        f"with 95% percentile-bootstrap intervals, expanded for the number of seeds "
+        f"(Hesterberg 2015; {args.resamples} resamples, seed {args.bootstrap_seed}); Δ: the mean "
+        f"difference from {REFERENCE}, paired by seed, over the seeds both have (n), with its "
+        "interval. Held-out: greedy checked-turn accuracy (mean over categories) and BFCL "
+        f"overall on the `{HELDOUT}` split ({args.per_category} per category) after the RL "
+        "phase, in BFCL's conditions. "
         "Env steps to threshold: environment steps (replies of every episode, retries included) "
         f"until the rollouts' checked-turn accuracy, averaged over {args.window} RL steps, "
         f"reaches {args.threshold}; its mean and Δ cover the runs that reach it (reached).", ""]
@@ -354,7 +355,7 @@ def task_level_table(args, runs: list[dict], variants: list[str]) -> list[str]:
     """ablation.md's paired differences from the reference on the held-out tasks, with
     intervals over seeds alone and over seeds and tasks (`two_level_interval`): the table above
     resamples seeds only, so it leaves out the noise of scoring every run on one finite task set."""
-    boot = dict(resamples=args.resamples, seed=args.bootstrap_seed)
+    boot = dict(resamples=args.resamples, seed=args.bootstrap_seed, expanded=True)
 
     def cell(values: np.ndarray, interval: tuple[float, float], fmt: str) -> str:
         return f"{values.mean():+{fmt}} [{interval[0]:+{fmt}}, {interval[1]:+{fmt}}]"

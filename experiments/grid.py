@@ -1,8 +1,8 @@
 """What the ablation scripts share: config overrides by dotted name, the SFT warm-up every run of a
 grid starts from (built once, safe when grid cells run in parallel processes), finished runs kept
 as JSON so a restarted grid skips them, grid cells run several at once (one run per process) or a
-shard of them per host, percentile-bootstrap confidence intervals (over seeds, and paired by
-seed), mean +- std cells and the CSV."""
+shard of them per host, expanded percentile-bootstrap confidence intervals (over seeds, and
+paired by seed; `seetjax.bootstrap`), mean +- std cells and the CSV."""
 
 from __future__ import annotations
 
@@ -129,14 +129,14 @@ class Estimate:
 def bootstrap_mean(values: Sequence[float], resamples: int = 10_000, level: float = 0.95,
                    seed: int = 0) -> Estimate:
     """The mean of the finite `values` (a run that never reached a threshold is nan) with its
-    percentile-bootstrap interval (`seetjax.bootstrap.bootstrap_interval`, as
-    scipy.stats.bootstrap's percentile method); seeded, so a summary is reproducible. One value
-    gives a zero-width interval, none all-nan."""
+    expanded percentile-bootstrap interval (`seetjax.bootstrap.bootstrap_interval` with
+    `expanded=True`: a plain one covers about 84% at 5 seeds); seeded, so a summary is
+    reproducible. One value gives a zero-width interval, none all-nan."""
     v = np.asarray(values, float)
     v = v[np.isfinite(v)]
     if not v.size:
         return Estimate(float("nan"), float("nan"), float("nan"), 0)
-    low, high = bootstrap_interval(v, level, resamples, seed)
+    low, high = bootstrap_interval(v, level, resamples, seed, expanded=True)
     return Estimate(float(v.mean()), low, high, int(v.size))
 
 

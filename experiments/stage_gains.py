@@ -1,6 +1,6 @@
 """Where in the SEET curriculum RL's held-out gain is made: runs over seeds, each evaluated on its
 held-out split at the start of RL, after every stage that ends and at the end, and the change of
-each stage paired by seed with its percentile-bootstrap interval.
+each stage paired by seed with its expanded percentile-bootstrap interval.
 
 Every run needs the periodic held-out evaluations (`train.eval_at_stage_ends=true`,
 `train.eval_held_out=true`), e.g. the main job over five seeds:

@@ -1,10 +1,11 @@
 """The two-level (runs x items) bootstrap against a loop over its definition and its one-level
-special case."""
+special case; the expanded percentile interval's coverage over a few seeds."""
 
 import numpy as np
 import pytest
+from scipy import stats
 
-from seetjax.bootstrap import bootstrap_interval, two_level_interval
+from seetjax.bootstrap import bootstrap_interval, expanded_confidence, two_level_interval
 
 
 def test_two_level_interval_is_its_definition_written_as_a_loop():
@@ -32,3 +33,32 @@ def test_both_sources_of_noise_widen_the_interval():
     tasks_low, tasks_high = bootstrap_interval(values.mean(axis=0), resamples=4000)
     assert low < values.mean() < high
     assert high - low > max(seeds_high - seeds_low, tasks_high - tasks_low)
+
+
+def test_the_expansion_vanishes_with_many_values_and_matches_a_t_interval_with_few():
+    assert expanded_confidence(0.95, 1) == 0.95
+    assert expanded_confidence(0.95, 10**6) == pytest.approx(0.95, abs=1e-5)
+    assert expanded_confidence(0.95, 5) > expanded_confidence(0.95, 10) > 0.95
+    # the expanded level's normal quantile is sqrt(n/(n-1)) t_{n-1}: Student's 2.776 at 4 df
+    z = stats.norm.ppf((1 + expanded_confidence(0.95, 5)) / 2)
+    assert z == pytest.approx(np.sqrt(5 / 4) * stats.t.ppf(0.975, 4), rel=1e-9)
+
+
+@pytest.mark.parametrize("seeds, plain_at_most, expanded_at_least", [(5, 0.86, 0.88),
+                                                                      (10, 0.925, 0.935)])
+def test_over_a_few_seeds_the_expanded_interval_covers_more_nearly_its_level(seeds, plain_at_most,
+                                                                           expanded_at_least):
+    rng = np.random.default_rng(seeds)
+    samples = rng.normal(0.0, 1.0, (400, seeds))  # 400 grids of a few seeds; the true mean is 0
+    covered = {False: 0, True: 0}
+    for i, values in enumerate(samples):
+        for expanded in covered:
+            low, high = bootstrap_interval(values, 0.95, 2000, seed=i, expanded=expanded)
+            covered[expanded] += low <= 0.0 <= high
+    assert covered[False] / 400 <= plain_at_most < expanded_at_least <= covered[True] / 400
+
+
+def test_the_two_level_interval_expands_for_its_runs():
+    values = np.arange(4.0)[:, None] + np.zeros((1, 6))
+    assert two_level_interval(values, resamples=500, seed=3, expanded=True) == pytest.approx(
+        bootstrap_interval(values[:, 0], resamples=500, seed=3, expanded=True), abs=1e-12)

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from seetjax.bootstrap import expanded_confidence
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -33,12 +35,13 @@ def _rows(accuracies, replies=2.0, tokens=10):
     return rows + [{"step": len(accuracies), "eval/train_checked_turn_accuracy": 1.0}]
 
 
-def test_bootstrap_interval_is_scipys_percentile_interval(grid):
+def test_bootstrap_interval_is_scipys_percentile_interval_at_the_expanded_level(grid):
     stats = pytest.importorskip("scipy.stats")
     sample = [0.1, 0.4, 0.35, 0.8, 0.2, 0.55, 0.3]
     mine = grid.bootstrap_mean(sample + [float("nan")], resamples=10_000, seed=3)
+    level = expanded_confidence(0.95, 7)  # ~0.99: 7 seeds widen a 95% interval
     theirs = stats.bootstrap((np.array(sample),), np.mean, method="percentile",
-                             n_resamples=10_000, confidence_level=0.95,
+                             n_resamples=10_000, confidence_level=level,
                              rng=np.random.default_rng(3)).confidence_interval
     assert mine.n == 7 and mine.mean == pytest.approx(np.mean(sample))
     # within Monte Carlo error whatever scipy's draws (today they are the same ones)
