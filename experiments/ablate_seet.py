@@ -68,6 +68,7 @@ from grid import (  # noqa: E402
 from seetjax.base_model import resolve_model_path  # noqa: E402
 from seetjax.bootstrap import bootstrap_interval, two_level_interval  # noqa: E402
 from seetjax.cache import enable_compilation_cache  # noqa: E402
+from seetjax.eval.bfcl_checker import EMPTY_TURN  # noqa: E402
 from seetjax.plots import read_metrics  # noqa: E402
 from seetjax.train_config import load_config_file  # noqa: E402
 from seetjax.trainer import TrainRun  # noqa: E402
@@ -265,7 +266,8 @@ def summarise(results: list[dict], args) -> tuple[list[dict], list[dict], str]:
         rows = read_metrics(args.out / cell_name(r["variant"], r["seed"]) / "metrics.jsonl")
         c = curve(rows, args.window, r["episodes_per_step"])
         curves[r["variant"], r["seed"]] = c
-        runs.append({**r, **threshold_crossing(c, args.threshold, args.window)})
+        runs.append({**r, **threshold_crossing(c, args.threshold, args.window),
+                     "test_silent": silent_share(after_rl_report(args, r))})
         curve_rows += [{"variant": r["variant"], "seed": r["seed"], "step": int(c["step"][i]),
                         "policy_tokens": int(c["policy_tokens"][i]),
                         "env_steps": float(c["env_steps"][i]),
@@ -298,7 +300,8 @@ def summarise(results: list[dict], args) -> tuple[list[dict], list[dict], str]:
         f"difference from {REFERENCE}, paired by seed, over the seeds both have (n), with its "
         "interval. Held-out: greedy checked-turn accuracy (mean over categories) and BFCL "
         f"overall on the `{HELDOUT}` split ({args.per_category} per category) after the RL "
-        "phase, in BFCL's conditions. "
+        "phase, in BFCL's conditions; failed silent: the share of held-out tasks failed on a "
+        "turn that expected calls and got none (BFCL's `empty_turn_model_response`). "
         "Env steps to threshold: environment steps (replies of every episode, retries included) "
         f"until the rollouts' checked-turn accuracy, averaged over {args.window} RL steps, "
         f"reaches {args.threshold}; its mean and Δ cover the runs that reach it (reached).", ""]
@@ -306,20 +309,21 @@ def summarise(results: list[dict], args) -> tuple[list[dict], list[dict], str]:
         lines += [f"**Not compute-matched:** {len(capped)} run(s) hit the step cap before the "
                   f"token budget: {', '.join(capped)}.", ""]
     lines += ["| variant | runs | RL steps | policy tokens | held-out turn acc. | Δ | "
-              "held-out BFCL overall | Δ | env steps to threshold | reached | Δ |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "held-out BFCL overall | Δ | failed silent | env steps to threshold | reached | Δ |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     estimates: dict[str, dict[str, Estimate]] = {}
     for v in variants:
         mine = [r for r in runs if r["variant"] == v]
         estimates[v] = {k: bootstrap_mean([r[k] for r in mine], **boot)
-                        for k in ("test_turn_accuracy", "test_overall", "env_steps_to_threshold")}
+                        for k in ("test_turn_accuracy", "test_overall", "test_silent",
+                                  "env_steps_to_threshold")}
         steps = [r["rl_steps"] for r in mine]
         lines.append(
             f"| {v} | {len(mine)} | {np.mean(steps):.1f} ({min(steps)}-{max(steps)}) | "
             f"{np.mean([r['policy_tokens'] for r in mine]):.0f} | "
             f"{estimates[v]['test_turn_accuracy'].cell()} | "
             f"{delta(v, 'test_turn_accuracy', '.3f')} | {estimates[v]['test_overall'].cell()} | "
-            f"{delta(v, 'test_overall', '.3f')} | "
+            f"{delta(v, 'test_overall', '.3f')} | {estimates[v]['test_silent'].cell()} | "
             f"{estimates[v]['env_steps_to_threshold'].cell('.0f')} | "
             f"{estimates[v]['env_steps_to_threshold'].n}/{len(mine)} | "
             f"{delta(v, 'env_steps_to_threshold', '.0f')} |")
@@ -329,13 +333,24 @@ def summarise(results: list[dict], args) -> tuple[list[dict], list[dict], str]:
     return runs, curve_rows, "\n".join(lines) + "\n"
 
 
+def after_rl_report(args, run: dict) -> dict:
+    """A finished cell's evaluation after its RL phase (evals/after_rl.json)."""
+    return json.loads((args.out / cell_name(run["variant"], run["seed"]) / "evals" /
+                       "after_rl.json").read_text())
+
+
+def silent_share(report: dict) -> float:
+    """The share of the held-out tasks failed on a turn that expected calls and got none: a
+    policy that learned to stop calling (per-call penalties invite it) shows here first."""
+    entries = report["splits"][HELDOUT]["entries"]
+    return sum(e["error_type"] == EMPTY_TURN for e in entries) / len(entries)
+
+
 def heldout_tasks(args, run: dict) -> dict[str, tuple[float, float]]:
     """A finished cell's held-out tasks after its RL phase: id -> (solved, checked-turn accuracy;
     nan where the report predates that field)."""
-    report = json.loads((args.out / cell_name(run["variant"], run["seed"]) / "evals" /
-                         "after_rl.json").read_text())
     return {e["id"]: (float(e["valid"]), float(e.get("checked_turn_accuracy", "nan")))
-            for e in report["splits"][HELDOUT]["entries"]}
+            for e in after_rl_report(args, run)["splits"][HELDOUT]["entries"]}
 
 
 def per_task_differences(args, runs: list[dict], variant: str) -> np.ndarray:

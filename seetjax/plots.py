@@ -14,9 +14,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reward", ("rollout/reward",)),
-    ("turn accuracy, checked turns", ("rollout/checked_turn_accuracy",
-                                      "eval/train_checked_turn_accuracy",
-                                      "eval/untrained_checked_turn_accuracy")),
+    ("checked turns: accuracy, and failed silent", ("rollout/checked_turn_accuracy",
+                                                    "eval/train_checked_turn_accuracy",
+                                                    "eval/untrained_checked_turn_accuracy",
+                                                    "rollout/silent_turns")),
     ("format validity", ("rollout/format_validity", "eval/train_format_validity",
                          "eval/untrained_format_validity")),
     ("BFCL overall (greedy eval)", ("eval/bfcl_train_overall", "eval/bfcl_test_overall",

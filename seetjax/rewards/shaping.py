@@ -8,6 +8,13 @@ places each on the last generated token of its message, and the advantage estima
 the tokens up to there (step-level credit assignment); their sum is the episode's return.
 Defaults follow the order of EnvTuning's codes: a format error is worse than a failed call, which
 is worse than a clean one; a passed turn is the only positive signal.
+
+Per-call penalties alone make silence the safest policy: a turn that expects calls and gets none
+fails at no cost, while every failed attempt costs more. Over a long RL phase on the testbed the
+policy learned exactly that (README, "the shaped reward is gamed"). So a checked turn that fails
+without a single attempted call costs `unattempted_turn`, and one turn's error penalties never sum
+below `turn_penalty_floor`: with the defaults (both -0.5) trying and failing never scores worse
+than not trying.
 """
 
 from __future__ import annotations
@@ -27,13 +34,18 @@ class ShapingConfig:
     no_call: float = 0.0
     turn_passed: float = 1.0
     turn_failed: float = 0.0
+    unattempted_turn: float = -0.5  # a checked turn that failed with no message attempting a call
+    turn_penalty_floor: float = -0.5  # one turn's negative code values sum to no less (-inf: none)
     timeout: float = -1.0
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if not isinstance(value, (int, float)) or not math.isfinite(value):
+            unbounded = f.name == "turn_penalty_floor" and value == -math.inf
+            if not isinstance(value, (int, float)) or not (math.isfinite(value) or unbounded):
                 raise ValueError(f"{f.name}={value!r} must be a finite number")
+        if self.turn_penalty_floor > 0:
+            raise ValueError(f"turn_penalty_floor={self.turn_penalty_floor!r} must be <= 0")
 
     def code_value(self, code: StepCode) -> float:
         return {StepCode.FORMAT_ERROR: self.format_error,
@@ -47,12 +59,20 @@ def step_rewards(trace: EpisodeTrace, config: ShapingConfig | None = None) -> li
     config = config or ShapingConfig()
     rewards = []
     last = len(trace.steps) - 1
+    unattempted = trace.unattempted_turns()
+    penalty = 0.0  # the current turn's error penalties so far
     for i, step in enumerate(trace.steps):
         value = config.code_value(step.code)
+        if value < 0:  # later penalties shrink to keep the turn's sum at or above the floor
+            value = max(value, config.turn_penalty_floor - penalty)
+            penalty += value
         # Only the turn the message itself ended is judged here; the turns a timeout skipped are
         # covered by the timeout value.
         for verdict in step.verdicts[:1]:
             value += config.turn_passed if verdict.passed else config.turn_failed
+            value += config.unattempted_turn * (verdict.turn in unattempted)
+        if step.turn_ended:
+            penalty = 0.0
         if step.timeout or (trace.truncated and i == last):
             value += config.timeout
         rewards.append(value)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from seetjax.bootstrap import expanded_confidence
+from seetjax.eval.bfcl_checker import EMPTY_TURN
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -150,9 +151,12 @@ def test_summary_tables_curves_and_figure(ablate, tmp_path):
         (workdir / "metrics.jsonl").write_text(
             "".join(json.dumps(r) + "\n" for r in _rows(accuracies)))
         # four held-out tasks: seet solves task 0 more than grpo does on every seed, and on
-        # seed 1 task 3 as well; its turns are 0.25 better on every task
+        # seed 1 task 3 as well; its turns are 0.25 better on every task; grpo fails task 1
+        # silent (no call on a turn that expected some)
         solved = [variant == "seet", False, False, (variant, seed) == ("seet", 1)]
-        entries = [{"id": f"t{i}", "valid": ok, "checked_turn_accuracy": 0.25 * gain * 10}
+        entries = [{"id": f"t{i}", "valid": ok, "checked_turn_accuracy": 0.25 * gain * 10,
+                    "error_type": (None if ok else EMPTY_TURN if (variant, i) == ("grpo", 1)
+                                   else "multi_turn:execution_response_mismatch")}
                    for i, ok in enumerate(solved)]
         (workdir / "evals" / "after_rl.json").write_text(
             json.dumps({"splits": {"test": {"entries": entries}}}))
@@ -176,6 +180,7 @@ def test_summary_tables_curves_and_figure(ablate, tmp_path):
     assert "| +0.100 [+0.100, +0.100] (3) |" in seet  # the same gain on every seed
     assert "| 0.050 [0.050, 0.050] | +0.050 [+0.050, +0.050] (3) |" in seet  # tasks solved
     assert "| 3/3 | - |" in seet  # reached on every seed; no grpo run to pair with
+    assert "| 0.250 [0.250, 0.250] | - | 0/3 |" in grpo and "| 0.000 [0.000, 0.000] | 32 [" in seet
     # per task: seeds 0 and 2 gain 25 points, seed 1 50; resampling tasks too widens the interval
     paired = next(line for line in table.splitlines() if line.startswith("| seet | 3 x 4 |"))
     over_seeds, both, turns = paired.strip("| ").split(" | ")[2:5]

@@ -189,10 +189,11 @@ def test_has_signal_with_equal_and_with_step_rewards(tokenizer):
     assert play(tokenizer, [PERFECT, PERFECT[:2]], "progress").has_signal()
     shaped = play(tokenizer, [PERFECT, PERFECT], "shaped")  # rewards 0, 1, 0, 1, ...: they differ
     assert shaped.has_signal() and shaped.has_signal(group_normalised=True)
-    # every reward -0.3 (a failed turn, four times): GRPO normalises them all to 0, while the
-    # reward to go still differs between the replies of an episode
+    # every reward the same (a turn failed without a call, four times): GRPO normalises them all
+    # to 0, while the reward to go still differs between the replies of an episode
     failing = play(tokenizer, [["Done."] * 4] * 2, "shaped")
-    assert {r for rows in failing.scored for _, r in rows} == {-0.3}
+    silent = KINDS["shaped"].shaping.turn_failed + KINDS["shaped"].shaping.unattempted_turn
+    assert [r for rows in failing.scored for _, r in rows] == pytest.approx([silent] * 8)
     assert failing.has_signal() and not failing.has_signal(group_normalised=True)
 
 
@@ -272,6 +273,8 @@ def test_a_cut_off_episode_pays_its_timeout_at_its_end(tokenizer):
     (("agent", "completion_mode", "all"), "config.reward.agent: completion_mode must be"),
     (("agent", "timeout_penalty", float("nan")), "config.reward.agent: timeout_penalty=nan"),
     (("shaping", "timeout", float("inf")), "config.reward.shaping: timeout=inf must be a finite"),
+    (("shaping", "turn_penalty_floor", 0.2),
+     r"config.reward.shaping: turn_penalty_floor=0.2 must be <= 0"),
 ])
 def test_bad_reward_fields_fail_with_the_field_named(override, message):
     config = load_config_file(ROOT / "configs" / "tiny.py")
@@ -303,6 +306,7 @@ def test_the_plan_carries_the_reward_to_training_and_evaluation_rollouts():
     assert build_plan(config).rollout.reward == RewardConfig()  # the default: progress
     config.reward.kind = "shaped"
     config.reward.shaping.turn_failed = -0.25
+    config.reward.shaping.turn_penalty_floor = float("-inf")  # no floor: the one unbounded field
     plan = build_plan(config)
     assert plan.rollout.reward == plan.eval_rollout.reward == RewardConfig(
-        "shaped", shaping=ShapingConfig(turn_failed=-0.25))
+        "shaped", shaping=ShapingConfig(turn_failed=-0.25, turn_penalty_floor=float("-inf")))

@@ -78,6 +78,42 @@ def test_shaping_rewards_one_per_message():
     assert step_rewards(timeout, config) == pytest.approx([0.0, 0.0, -0.1 - 1.0])
 
 
+def test_shaping_charges_a_silent_failed_turn_no_less_than_any_failed_attempt():
+    config = ShapingConfig()  # execution_error -0.2, unattempted_turn and the floor -0.5
+    silent = step_rewards(play(BASE0, ["Done."]), config)
+    assert silent == pytest.approx([config.turn_failed + config.unattempted_turn])
+    # Four failed calls: the third is charged only down to the floor, the fourth nothing.
+    stubborn = step_rewards(play(BASE0, ["[cd(folder='nowhere')]"] * 4 + ["Done."]), config)
+    assert stubborn == pytest.approx([-0.2, -0.2, -0.1, 0.0, config.turn_failed])
+    assert sum(stubborn) >= sum(silent)
+    # The floor is per turn: turn 1's failed call is charged in full after turn 0's were capped.
+    later = play(BASE0, ["[cd(folder='nowhere')]"] * 3 + [calls(BASE0, 0), "Done.",
+                                                         "[cd(folder='nowhere')]", "Done."])
+    assert step_rewards(later, config)[-2:] == pytest.approx([-0.2, config.turn_failed])
+    # A turn that expects no call passes in silence (MISS_PARAM0's turn 3): only checked turns
+    # pay for silence.
+    messages = [m for t in range(3) for m in (calls(MISS_PARAM0, t), "Done.")] + ["Done."]
+    assert step_rewards(play(MISS_PARAM0, messages), config)[-1] == config.turn_passed
+    # unattempted_turn=0 and no floor: the per-call penalties alone, as before 2026-11-26.
+    plain = ShapingConfig(unattempted_turn=0.0, turn_penalty_floor=float("-inf"))
+    assert step_rewards(play(BASE0, ["[cd(folder='nowhere')]"] * 4 + ["Done."]), plain) == (
+        pytest.approx([-0.2] * 4 + [0.0]))
+    with pytest.raises(ValueError, match="turn_penalty_floor"):
+        ShapingConfig(turn_penalty_floor=0.1)
+    with pytest.raises(ValueError, match="unattempted_turn"):
+        ShapingConfig(unattempted_turn=float("-inf"))
+
+
+def test_unattempted_turns_are_reached_checked_turns_failed_without_a_call():
+    assert play(BASE0, ["Done.", calls(BASE0, 1), "Done.", "Done."]).unattempted_turns() == {0, 2}
+    # A malformed call is an attempt; a failed call is one too.
+    assert play(BASE0, ["[cd(folder=x)]", "[cd(folder='nowhere')]", "Done."]
+                ).unattempted_turns() == set()
+    # A timeout fails the turns it skips; the model never reached them.
+    timeout = play(BASE0, ["Done."] + ["[pwd()]"] * 3, BfclEnvConfig(max_steps_per_turn=2))
+    assert len(timeout.verdicts) == 4 and timeout.unattempted_turns() == {0}
+
+
 def test_tool_accuracy_efficiency_and_wrong_tool_penalty():
     # Turn 0 adds a pwd (a wrong tool) and drops nothing; turns 1-3 are perfect.
     messages = ["[pwd(), " + calls(BASE0, 0)[1:], "ok"] + perfect(BASE0)[2:]

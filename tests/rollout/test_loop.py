@@ -51,6 +51,9 @@ def test_a_group_with_one_success_yields_peer_records(play, task, tokenizer):
     assert result.group_ids().tolist() == [0, 0]
     stats = result.stats()
     assert stats["turn_accuracy"] < 1.0 and stats["format_validity"] == 1.0
+    # the skipped turn: one checked turn of the group failed without a call
+    checked = sum(t.checked for e in episodes for t in e.turns)
+    assert stats["silent_turns"] == pytest.approx(1 / checked)
 
 
 def test_historical_anchors_serve_later_steps_and_records_never_touch_rewards(play, task):
