@@ -40,7 +40,8 @@ def get_config():
     # more than a wrong answer, and RL taught it to every task alike; over five seeds the shaped
     # reward raised held-out checked-turn accuracy in every seed, progress in three (README).
     # Per-call penalties alone then taught the opposite over longer runs: stop calling. So a
-    # turn failed without a call costs -0.5, no less than any failed attempt (the defaults).
+    # turn failed without a call costs -0.5, no less than a failed attempt's floored penalties
+    # (the defaults; a timeout still costs -1 on top).
     config.reward.kind = "shaped"
     config.learner.optimizer.learning_rate = 3e-5
     config.seet.stage1.steps = 3

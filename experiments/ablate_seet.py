@@ -300,8 +300,9 @@ def summarise(results: list[dict], args) -> tuple[list[dict], list[dict], str]:
         f"difference from {REFERENCE}, paired by seed, over the seeds both have (n), with its "
         "interval. Held-out: greedy checked-turn accuracy (mean over categories) and BFCL "
         f"overall on the `{HELDOUT}` split ({args.per_category} per category) after the RL "
-        "phase, in BFCL's conditions; failed silent: the share of held-out tasks failed on a "
-        "turn that expected calls and got none (BFCL's `empty_turn_model_response`). "
+        "phase, in BFCL's conditions; failed silent: the share of held-out tasks whose first "
+        "failure is a turn that expected calls and got no parsed one (BFCL's "
+        "`empty_turn_model_response`). "
         "Env steps to threshold: environment steps (replies of every episode, retries included) "
         f"until the rollouts' checked-turn accuracy, averaged over {args.window} RL steps, "
         f"reaches {args.threshold}; its mean and Δ cover the runs that reach it (reached).", ""]
@@ -340,8 +341,9 @@ def after_rl_report(args, run: dict) -> dict:
 
 
 def silent_share(report: dict) -> float:
-    """The share of the held-out tasks failed on a turn that expected calls and got none: a
-    policy that learned to stop calling (per-call penalties invite it) shows here first."""
+    """The share of the held-out tasks whose first failure is a turn that expected calls and got
+    no parsed one: a policy that learned to stop calling (per-call penalties invite it) shows
+    here first."""
     entries = report["splits"][HELDOUT]["entries"]
     return sum(e["error_type"] == EMPTY_TURN for e in entries) / len(entries)
 

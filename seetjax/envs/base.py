@@ -95,15 +95,15 @@ class EpisodeTrace:
         return len(self.ground_truth)
 
     def unattempted_turns(self) -> set[int]:
-        """The checked turns the model reached and failed without attempting a single call: each
-        of its messages there was a plain answer (`StepCode.NO_CALL`). Turns skipped by a timeout
+        """The turns that expected calls which the model reached and failed without attempting a
+        single call: each of its messages there was a plain answer (`StepCode.NO_CALL`). Turns skipped by a timeout
         or a cut-off were never reached, so they are not among them; replies that never reached
         the environment (SEET's intercepted attempts) are not in the trace, so not attempts."""
         reached: dict[int, bool] = {}
         for step in self.steps:
             reached[step.turn] = reached.get(step.turn, False) or step.code != StepCode.NO_CALL
-        return {v.turn for v in self.verdicts
-                if v.checked and not v.passed and reached.get(v.turn) is False}
+        return {v.turn for v in self.verdicts if v.checked and not v.passed
+                and self.ground_truth[v.turn] and reached.get(v.turn) is False}
 
     def calls_per_turn(self) -> list[list[ToolCall]]:
         """The parsed calls the model made in each turn (failed ones included)."""

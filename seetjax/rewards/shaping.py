@@ -10,11 +10,12 @@ Defaults follow the order of EnvTuning's codes: a format error is worse than a f
 is worse than a clean one; a passed turn is the only positive signal.
 
 Per-call penalties alone make silence the safest policy: a turn that expects calls and gets none
-fails at no cost, while every failed attempt costs more. Over a long RL phase on the testbed the
-policy learned exactly that (README, "the shaped reward is gamed"). So a checked turn that fails
-without a single attempted call costs `unattempted_turn`, and one turn's error penalties never sum
-below `turn_penalty_floor`: with the defaults (both -0.5) trying and failing never scores worse
-than not trying.
+fails at no cost, while every failed attempt costs more. Over a longer RL phase on the testbed the
+policy learned exactly that (README, "Ablations": "Why the shaped reward changed"). So a turn that
+expected calls and failed without a single attempted call costs `unattempted_turn`, and one turn's
+step-code penalties never sum below `turn_penalty_floor`: while `unattempted_turn` is at most the
+floor (the defaults: both -0.5), trying and failing never scores below silence, unless the attempt
+runs into BFCL's step limit or the context's end, whose `timeout` comes on top.
 """
 
 from __future__ import annotations

@@ -76,6 +76,14 @@ class TurnLog:
     def failed(self) -> bool:
         return self.passed is False
 
+    @property
+    def silent(self) -> bool:
+        """Failed without an attempted call: every reply of the turn was well-formed prose.
+        Intercepted and retried attempts count as attempts (the reward's
+        `EpisodeTrace.unattempted_turns` sees only the replies that reached the environment)."""
+        return (self.failed and bool(self.replies)
+                and not any(r.calls or not r.well_formed for r in self.replies))
+
 
 class Episode:
     """A task, one sample of it, its environment (fresh, of the task's kind) and conversation."""

@@ -203,7 +203,7 @@ class RolloutResult:
         """Means over episodes: reward (the return under the run's reward kind) and progress
         (EnvTuning's, comparable across kinds); turn accuracy over all turns and over the turns
         that expect calls (BFCL's checked turns); silent turns, the share of checked turns failed
-        without a call attempted (`EpisodeTrace.unattempted_turns`); format validity, the share
+        without a call attempted (`TurnLog.silent`); format validity, the share
         of replies that ended with their stop token and parsed; SEET's counters; and where the
         environment scores its episodes (`ScoresEpisodes`), the mean of each part of its reward,
         `env_<part>`. One figure is a total, not a mean: `policy_tokens`, every token the policy
@@ -218,9 +218,8 @@ class RolloutResult:
                "progress": float(self.progress().mean()) if self.episodes else 0.0,
                "turn_accuracy": sum(bool(t.passed) for t in turns) / max(len(turns), 1),
                "checked_turn_accuracy": sum(bool(t.passed) for t in checked) / max(len(checked), 1),
-               # checked turns failed without a call attempted (what per-call penalties reward)
-               "silent_turns": sum(len(e.trace().unattempted_turns()) for e in self.episodes)
-               / max(len(checked), 1),
+               # what per-call penalties alone reward: giving up without calling
+               "silent_turns": sum(t.silent for t in checked) / max(len(checked), 1),
                "format_validity": sum(r.well_formed for r in replies) / max(len(replies), 1),
                "replies": len(replies) / n,  # environment steps per episode
                "records": float(len(self.records))}

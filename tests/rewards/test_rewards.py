@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from seetjax.envs.base import EpisodeTrace, StepCode, StepResult
+from seetjax.envs.base import EpisodeTrace, StepCode, StepResult, TurnVerdict
 from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
 from seetjax.envs.bfcl_data import load_tasks
 from seetjax.rewards import (
@@ -85,15 +85,14 @@ def test_shaping_charges_a_silent_failed_turn_no_less_than_any_failed_attempt():
     # Four failed calls: the third is charged only down to the floor, the fourth nothing.
     stubborn = step_rewards(play(BASE0, ["[cd(folder='nowhere')]"] * 4 + ["Done."]), config)
     assert stubborn == pytest.approx([-0.2, -0.2, -0.1, 0.0, config.turn_failed])
-    assert sum(stubborn) >= sum(silent)
+    # BFCL's step limit: the timeout is charged on top of the floor (so it can fall below silence)
+    limited = play(BASE0, ["[cd(folder='nowhere')]"] * 3, BfclEnvConfig(max_steps_per_turn=2))
+    assert sum(step_rewards(limited, config)) == pytest.approx(
+        config.turn_penalty_floor + config.turn_failed + config.timeout)
     # The floor is per turn: turn 1's failed call is charged in full after turn 0's were capped.
     later = play(BASE0, ["[cd(folder='nowhere')]"] * 3 + [calls(BASE0, 0), "Done.",
                                                          "[cd(folder='nowhere')]", "Done."])
     assert step_rewards(later, config)[-2:] == pytest.approx([-0.2, config.turn_failed])
-    # A turn that expects no call passes in silence (MISS_PARAM0's turn 3): only checked turns
-    # pay for silence.
-    messages = [m for t in range(3) for m in (calls(MISS_PARAM0, t), "Done.")] + ["Done."]
-    assert step_rewards(play(MISS_PARAM0, messages), config)[-1] == config.turn_passed
     # unattempted_turn=0 and no floor: the per-call penalties alone, as before 2026-11-26.
     plain = ShapingConfig(unattempted_turn=0.0, turn_penalty_floor=float("-inf"))
     assert step_rewards(play(BASE0, ["[cd(folder='nowhere')]"] * 4 + ["Done."]), plain) == (
@@ -112,6 +111,12 @@ def test_unattempted_turns_are_reached_checked_turns_failed_without_a_call():
     # A timeout fails the turns it skips; the model never reached them.
     timeout = play(BASE0, ["Done."] + ["[pwd()]"] * 3, BfclEnvConfig(max_steps_per_turn=2))
     assert len(timeout.verdicts) == 4 and timeout.unattempted_turns() == {0}
+    # A failed turn that expected no call is never silent, even where its verdict is "checked"
+    # (QA's answer turn): only turns with ground-truth calls can be.
+    prose = StepResult(0, StepCode.NO_CALL, (), verdicts=(TurnVerdict(0, False, True),))
+    assert EpisodeTrace("qa", (prose,), prose.verdicts, ((),)).unattempted_turns() == set()
+    assert EpisodeTrace("bfcl", (prose,), prose.verdicts, ((ToolCall("pwd", {}),),)
+                        ).unattempted_turns() == {0}
 
 
 def test_tool_accuracy_efficiency_and_wrong_tool_penalty():

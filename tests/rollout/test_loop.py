@@ -52,8 +52,7 @@ def test_a_group_with_one_success_yields_peer_records(play, task, tokenizer):
     stats = result.stats()
     assert stats["turn_accuracy"] < 1.0 and stats["format_validity"] == 1.0
     # the skipped turn: one checked turn of the group failed without a call
-    checked = sum(t.checked for e in episodes for t in e.turns)
-    assert stats["silent_turns"] == pytest.approx(1 / checked)
+    assert stats["silent_turns"] == pytest.approx(1 / (2 * sum(map(bool, task.ground_truth))))
 
 
 def test_historical_anchors_serve_later_steps_and_records_never_touch_rewards(play, task):
@@ -78,6 +77,13 @@ def test_induced_anchor_from_interception(play, task):
     anchor = rollout.pool.lookup(task.id, 0, episodes[0].turns[0].state_key, now=1,
                                  sources=["induced"])
     assert [c.name for c in anchor.calls] == ["cd", "mkdir", "mv"]
+    # an intercepted call, then prose (intercepted too, as premature, until the budget is spent):
+    # the turn fails, silent in the environment's trace (the reward's view) but not to the
+    # rollout's metric, since the policy did call
+    _, gave_up = play([task], stage2, [["[cd(folder='wrong')]", "Done."]])
+    turn = gave_up[0].turns[0]
+    assert turn.interceptions == stage2.interception_budget and turn.failed and not turn.silent
+    assert 0 in gave_up[0].trace().unattempted_turns()
 
 
 def test_policy_tokens_count_every_sampled_reply_retries_included(tokenizer, task):
