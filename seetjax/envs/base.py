@@ -96,9 +96,10 @@ class EpisodeTrace:
 
     def unattempted_turns(self) -> set[int]:
         """The turns that expected calls which the model reached and failed without attempting a
-        single call: each of its messages there was a plain answer (`StepCode.NO_CALL`). Turns skipped by a timeout
-        or a cut-off were never reached, so they are not among them; replies that never reached
-        the environment (SEET's intercepted attempts) are not in the trace, so not attempts."""
+        single call: each of its messages there was a plain answer (`StepCode.NO_CALL`). Turns
+        skipped by a timeout or a cut-off were never reached, so they are not among them; replies
+        that never reached the environment (SEET's intercepted attempts) are not in the trace, so
+        not attempts."""
         reached: dict[int, bool] = {}
         for step in self.steps:
             reached[step.turn] = reached.get(step.turn, False) or step.code != StepCode.NO_CALL
