@@ -122,14 +122,21 @@ def test_chunked_prefill_and_cache_growth_change_nothing(model, params):
     long_prompts = [list(range(1, 90)), list(range(100, 140))]
     small = Sampler(model, pad_id=0, min_chunk=16, max_chunk=16, min_slots=16)
     large = Sampler(model, pad_id=0, max_chunk=128, min_slots=256)
+    # scores of 2 rows x heads x 16 tokens x 256 slots fit; 32 tokens do not: 16-token chunks
+    tight = Sampler(model, pad_id=0, max_chunk=128, min_slots=256,
+                    max_score_bytes=2 * model.config.num_heads * 16 * 256 * 4)
+    assert tight._chunk_size(tight.empty(2).state) == 16
+    assert large._chunk_size(large.empty(2).state) == 128
     outs = []
-    for s in (small, large):
+    for s in (small, large, tight):
         seqs = s.prefill(params, long_prompts)
         seqs, c = s.generate(params, seqs, jax.random.key(0), 40, [], GREEDY)
         outs.append(([x.tokens for x in c], np.asarray(seqs.state.logits), seqs.state.cache.slots))
-    assert outs[0][0] == outs[1][0]
+    assert outs[0][0] == outs[1][0] == outs[2][0]
     np.testing.assert_allclose(outs[0][1], outs[1][1], atol=1e-4)
-    assert outs[0][2] == 256 and outs[1][2] == 256  # 129 tokens: grown to the next power of two
+    np.testing.assert_allclose(outs[2][1], outs[1][1], atol=1e-4)
+    # 129 tokens: grown to the next power of two
+    assert outs[0][2] == outs[1][2] == outs[2][2] == 256
 
 
 def test_compiles_once_per_bucket(model, params):
@@ -142,7 +149,7 @@ def test_compiles_once_per_bucket(model, params):
     assert s.compile_count() == 4  # 8 rows: new prefill; 64 steps: new decode
 
 
-def test_bad_arguments_are_refused(params, sampler):
+def test_bad_arguments_are_refused(model, params, sampler):
     seqs = sampler.prefill(params, PROMPTS)
     with pytest.raises(ValueError, match="2 chunks for 3 sequences"):
         sampler.extend(params, seqs, [[1], [2]])
@@ -150,6 +157,8 @@ def test_bad_arguments_are_refused(params, sampler):
         sampler.select(seqs, [3])
     with pytest.raises(ValueError, match="stop-id lists"):
         sampler.generate(params, seqs, jax.random.key(0), 4, [[1], [2]])
+    with pytest.raises(ValueError, match="max_score_bytes=0 must be positive"):
+        Sampler(model, pad_id=0, max_score_bytes=0)
 
 
 def test_sharded_sampling_matches_one_device(hf_llama_dir):
