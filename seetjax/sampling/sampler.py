@@ -172,7 +172,8 @@ class Sampler:
         state = seqs.state
         longest, offset = max((len(c) for c in chunks), default=0), 0
         while offset < longest:
-            size = self._chunk_size(state)
+            cached = _longest(state)
+            size = self._chunk_size(state, cached)
             pieces = [c[offset:offset + size] for c in chunks]
             offset += size
             length = bucket(max(map(len, pieces)), self.min_chunk)
@@ -181,7 +182,7 @@ class Sampler:
             for i, piece in enumerate(pieces):
                 tokens[i, :len(piece)] = piece
                 valid[i, :len(piece)] = True
-            state = self._reserve(state, length)
+            state = self._reserve(state, length, cached)
             state = self._prefill(params, state, self._rows_array(tokens), self._rows_array(valid))
         return SequenceBatch(state=state, size=seqs.size)
 
@@ -203,7 +204,7 @@ class Sampler:
         for i, s in enumerate(per_row):
             stops[i, :len(s)] = s
         num_steps = bucket(int(max_new.max(initial=0)), self.min_steps)
-        state = self._reserve(seqs.state, num_steps)
+        state = self._reserve(seqs.state, num_steps, _longest(seqs.state))
         state, tokens, logprobs, count, stopped = self._decode(
             params, state, rng, self._rows_array(max_new), self._rows_array(stops),
             sampling=sampling, num_steps=num_steps)
@@ -225,10 +226,10 @@ class Sampler:
             state = jax.device_put(state, self._state_shardings(state))
         return SequenceBatch(state=state, size=len(rows))
 
-    def _chunk_size(self, state: DecodeState) -> int:
+    def _chunk_size(self, state: DecodeState, cached: int) -> int:
         """The next prompt chunk's length: the largest power of two from `max_chunk` down to
-        `min_chunk` whose scores against the cache it needs fit `max_score_bytes`."""
-        cached = int(jax.device_get(state.cache.lengths).max())
+        `min_chunk` whose scores against the cache it needs (its longest row holding `cached`
+        tokens) fit `max_score_bytes`."""
         per_slot = state.logits.shape[0] * self._config.num_heads * 4  # f32 per query token
         size = self.max_chunk
         while size > self.min_chunk and per_slot * size * max(
@@ -258,12 +259,11 @@ class Sampler:
                           lengths=named(("batch",), cache.lengths)),
             logits=named(("batch", None), state.logits))
 
-    def _reserve(self, state: DecodeState, more: int) -> DecodeState:
-        """Makes room for writing `more` slots after the longest row. The cache grows to the next
-        power of two as sequences grow: attention runs over all slots, so slots are kept within
-        2x of the longest row rather than allocated up front."""
+    def _reserve(self, state: DecodeState, more: int, longest: int) -> DecodeState:
+        """Makes room for writing `more` slots after the longest row (`longest` tokens). The cache
+        grows to the next power of two as sequences grow: attention runs over all slots, so slots
+        are kept within 2x of the longest row rather than allocated up front."""
         cache = state.cache
-        longest = int(jax.device_get(cache.lengths).max())
         if longest + more <= cache.slots:
             return state
         state = state.replace(cache=cache.resize(bucket(longest + more, self.min_slots)))
@@ -274,3 +274,8 @@ class Sampler:
 
 def _rows(seqs: SequenceBatch) -> int:
     return seqs.state.logits.shape[0]
+
+
+def _longest(state: DecodeState) -> int:
+    """Tokens in the longest row's cache (a device sync)."""
+    return int(jax.device_get(state.cache.lengths).max())

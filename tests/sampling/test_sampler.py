@@ -125,8 +125,8 @@ def test_chunked_prefill_and_cache_growth_change_nothing(model, params):
     # scores of 2 rows x heads x 16 tokens x 256 slots fit; 32 tokens do not: 16-token chunks
     tight = Sampler(model, pad_id=0, max_chunk=128, min_slots=256,
                     max_score_bytes=2 * model.config.num_heads * 16 * 256 * 4)
-    assert tight._chunk_size(tight.empty(2).state) == 16
-    assert large._chunk_size(large.empty(2).state) == 128
+    assert tight._chunk_size(tight.empty(2).state, 0) == 16
+    assert large._chunk_size(large.empty(2).state, 0) == 128
     outs = []
     for s in (small, large, tight):
         seqs = s.prefill(params, long_prompts)
