@@ -31,7 +31,13 @@ from seetjax.data.bfcl_dialogs import task_dialog
 from seetjax.envs import bfcl_data
 from seetjax.envs.bfcl import BfclEnvConfig
 from seetjax.envs.generated import Difficulty, generate_tasks
-from seetjax.models.copy_circuit import CopyCircuit, install_copy_circuit, repeated_tokens
+from seetjax.learner.optimizer import hold_slices
+from seetjax.models.copy_circuit import (
+    copy_batch_rows,
+    held_columns,
+    install_copy_circuit,
+    repeated_tokens,
+)
 from seetjax.models.embedded import embedded_model_dir
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
@@ -75,21 +81,8 @@ def packed_row(rng, dialogs, seq_len):
 
 
 def copy_row(rng, seq_len, vocab_size):
-    tokens, mask = repeated_tokens(rng, seq_len, vocab_size, periods=(3, 64))
-    return (tokens, np.arange(seq_len, dtype=np.int32), np.ones(seq_len, np.int32),
-            np.r_[0.0, mask].astype(np.float32))
-
-
-def circuit_mask(params, head_dim: int, layers: tuple[int, ...]):
-    """1 where training may change a parameter, 0 on the circuit heads' query/key columns."""
-    def mask(path, leaf):
-        names = [str(getattr(k, "key", getattr(k, "idx", k))) for k in path]
-        keep = np.ones(leaf.shape, np.float32)
-        if ("layers" in names and int(names[names.index("layers") + 1]) in layers
-                and ({"q_proj", "k_proj"} & set(names))):
-            keep[..., :head_dim] = 0
-        return jnp.asarray(keep)
-    return jax.tree_util.tree_map_with_path(mask, params)
+    row = copy_batch_rows(rng, 1, seq_len, vocab_size)
+    return tuple(row[k][0] for k in ("tokens", "positions", "segment_ids", "loss_mask"))
 
 
 def train(model, tok, rng):
@@ -97,13 +90,11 @@ def train(model, tok, rng):
         F.tasks_per_category, seed=1000, split="train", category=c, difficulty=SINGLE)]
     dialogs = [(ids[:F.seq_len], m[:F.seq_len]) for ids, m in dialogs]
     graph, params = nnx.split(model, nnx.Param)
-    circuit = CopyCircuit()
-    keep = (circuit_mask(params, model.config.head_dim,
-                         (circuit.prev_layer, circuit.induction_layer))
-            if F.circuit and F.freeze else jax.tree.map(jnp.ones_like, params))
     schedule = optax.warmup_cosine_decay_schedule(0, F.learning_rate, min(10, F.steps - 1), F.steps,
                                                   F.learning_rate * 0.1)
-    opt = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=0.01))
+    held = held_columns(model.config) if F.circuit and F.freeze else ()
+    opt = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=0.01),
+                      hold_slices(held))
     opt_state = opt.init(params)
 
     def loss_fn(params, tokens, positions, segments, mask):
@@ -118,7 +109,6 @@ def train(model, tok, rng):
     def step(params, opt_state, *batch):
         loss, grads = jax.value_and_grad(loss_fn)(params, *batch)
         updates, opt_state = opt.update(grads, opt_state, params)
-        updates = jax.tree.map(jnp.multiply, updates, keep)
         return optax.apply_updates(params, updates), opt_state, loss
 
     losses = []

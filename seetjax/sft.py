@@ -46,6 +46,7 @@ from seetjax.envs.task_source import SOURCES, source_of
 from seetjax.learner import create_learner, learner_config
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.metrics import MetricsWriter
+from seetjax.models.copy_circuit import copy_batch_rows, held_columns, install_copy_circuit
 from seetjax.models.hf import (
     load_hf_checkpoint,
     load_options,
@@ -141,11 +142,16 @@ def load_single_turn(config: ml_collections.ConfigDict
 def pipeline_config(config: ml_collections.ConfigDict, stage: int, pad_id: int) -> PipelineConfig:
     data = config.data
     return PipelineConfig(
-        seq_len=data.seq_len, batch_size=data.batch_size, packing=data.packing,
+        seq_len=data.seq_len, batch_size=data.batch_size - copy_rows(config), packing=data.packing,
         packing_bins=data.packing_bins, shuffle_window=data.shuffle_window,
         prefetch=data.prefetch, replay_ratio=config.replay.ratio if config.replay.capacity else 0.0,
         task_weights=data.task_weights.to_dict() if data.task_weighting else None,
         seed=config.seed + 1000 * stage, pad_id=pad_id)
+
+
+def copy_rows(config: ml_collections.ConfigDict) -> int:
+    """Rows of each batch (over all processes) that are repeated random tokens."""
+    return config.copy_circuit.rows if config.copy_circuit.install else 0
 
 
 def coreset_config(config: ml_collections.ConfigDict, stage: int) -> CoresetConfig:
@@ -202,6 +208,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
         raise ValueError(f"config.data.max_observation_tokens={cap!r}: must be an integer >= 0 "
                          "(0: observations kept whole)")
     stage_groups(data)
+    check_copy_circuit(config)
     pipeline_config(config, 0, 0)
     coreset_config(config, 0)
     if not 0.0 <= config.replay.ratio < 1.0:
@@ -214,6 +221,26 @@ def validate(config: ml_collections.ConfigDict) -> None:
             raise ValueError(f"config.train.{name}={config.train[name]}: must be >= 1")
 
 
+def check_copy_circuit(config: ml_collections.ConfigDict) -> None:
+    """`config.copy_circuit`, each field named."""
+    circuit = config.copy_circuit
+    for name in ("install", "hold"):
+        if not isinstance(circuit[name], bool):
+            raise ValueError(f"config.copy_circuit.{name}={circuit[name]!r}: must be True or "
+                             "False")
+    if not isinstance(circuit.rows, int) or isinstance(circuit.rows, bool) or circuit.rows < 0:
+        raise ValueError(f"config.copy_circuit.rows={circuit.rows!r}: must be an integer >= 0")
+    if circuit.install and (circuit.rows >= config.data.batch_size
+                            or circuit.rows % jax.process_count()):
+        raise ValueError(f"config.copy_circuit.rows={circuit.rows}: must be below "
+                         f"data.batch_size={config.data.batch_size} (the dialogs' rows are the "
+                         f"rest) and a multiple of the {jax.process_count()} processes")
+    if circuit.install and config.learner.lora.rank:
+        raise ValueError("config.copy_circuit.install=True with config.learner.lora: the circuit "
+                         "is written into (and held in) the base weights LoRA freezes; train in "
+                         "full")
+
+
 class SFTRun:
     """One SFT run in a workdir: the model, the learner, the data of every stage (see the module
     docstring). `run()` trains from wherever the workdir's last checkpoint left off."""
@@ -224,8 +251,14 @@ class SFTRun:
         path = resolve_model_path(config.model.path)
         model = load_hf_checkpoint(path, **load_options(config.model))
         self.tokenizer = Tokenizer.from_pretrained(path)
-        self.learner, self.state = create_learner(model, learner_config(config.learner.to_dict()),
-                                                  seed=config.seed)
+        learner = learner_config(config.learner.to_dict())
+        if config.copy_circuit.install:  # a resumed run's checkpoint overwrites it below
+            install_copy_circuit(model)
+            if config.copy_circuit.hold:
+                learner = dataclasses.replace(learner, optimizer=dataclasses.replace(
+                    learner.optimizer, held=held_columns(model.config)))
+        self.vocab_size = model.config.vocab_size
+        self.learner, self.state = create_learner(model, learner, seed=config.seed)
         self.checkpoints = Checkpointer(self.workdir / "checkpoints",
                                         keep_last=config.train.keep_checkpoints)
         self.caller: dict[str, Any] = {"stage": 0, "stage_step": 0}
@@ -314,10 +347,9 @@ class SFTRun:
         for s in range(caller["stage_step"] if resuming else 0, cfg.train.steps):
             batch = next(iterator)
             start = time.perf_counter()
+            rows = self._with_copy_rows(batch, int(self.state.step))
             self.state, step_metrics = self.learner.update(self.state, TrajectoryBatch(
-                sequences=TokenSequences(tokens=batch["tokens"], positions=batch["positions"],
-                                         segment_ids=batch["segment_ids"],
-                                         loss_mask=batch["loss_mask"])))
+                sequences=TokenSequences(**rows)))
             counts = segment_counts(batch)
             seen += (counts["examples"] - counts["replayed"]) * jax.process_count()
             step, last = int(self.state.step), s + 1 == cfg.train.steps
@@ -339,6 +371,17 @@ class SFTRun:
             if last or step % cfg.train.checkpoint_every == 0:
                 self.checkpoints.save(step, self.state, caller_state=self.caller)
         return metrics
+
+    def _with_copy_rows(self, batch: dict[str, np.ndarray], step: int) -> dict[str, np.ndarray]:
+        """The batch's token rows plus this process's share of `copy_circuit.rows` repeated-token
+        rows (drawn from (seed, process, step), so a resumed run adds the same ones)."""
+        rows = {k: batch[k] for k in ("tokens", "positions", "segment_ids", "loss_mask")}
+        extra = copy_rows(self.config) // jax.process_count()
+        if not extra:
+            return rows
+        rng = np.random.default_rng([self.config.seed, jax.process_index(), step])
+        copies = copy_batch_rows(rng, extra, rows["tokens"].shape[1], self.vocab_size)
+        return {k: np.concatenate([v, copies[k].astype(v.dtype)]) for k, v in rows.items()}
 
     def _write_report(self) -> None:
         if jax.process_index() == 0:

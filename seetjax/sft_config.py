@@ -20,6 +20,13 @@ def default_sft_config() -> ml_collections.ConfigDict:
     config.model.dtype = "float32"
     config.model.compute_dtype = "float32"
 
+    # A copy (induction) circuit written into the loaded weights before the first step
+    # (seetjax.models.copy_circuit; for a freshly initialised model such as the embedded
+    # default): `hold` keeps its heads' query/key projections unchanged through training, and
+    # `rows` of every batch's `data.batch_size` rows are repeated random tokens, which keep it
+    # copying (the dialogs fill the others).
+    config.copy_circuit = ml_collections.ConfigDict(dict(install=False, hold=True, rows=1))
+
     config.data = ml_collections.ConfigDict()
     # "bfcl": convert BFCL multi-turn ground truth; "generated": generated tasks' ground truth
     # (`generated`: the stream, as in run configs); "jsonl": read dialogs from `paths`.

@@ -45,7 +45,10 @@ class LossTerm:
 class OptimizerConfig:
     """AdamW (Loshchilov & Hutter 2019) after global-norm clipping, linear warmup to
     `learning_rate` then cosine decay to `final_lr_fraction` of it over `decay_steps`
-    (0: constant after warmup). Weight decay skips vectors (norm scales, biases)."""
+    (0: constant after warmup). Weight decay skips vectors (norm scales, biases). `held`: slices
+    no update changes, as (path, n) pairs: the first n entries of the last axis of the parameter
+    at dotted `path` ("layers.0.self_attn.q_proj.kernel"), e.g. a written circuit's heads
+    (`seetjax.models.copy_circuit.held_columns`)."""
 
     learning_rate: float = 1e-6
     warmup_steps: int = 0
@@ -56,8 +59,12 @@ class OptimizerConfig:
     eps: float = 1e-8
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0  # 0: no clipping
+    held: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self):
+        object.__setattr__(self, "held", tuple((str(p), int(n)) for p, n in self.held))
+        if any(n < 1 for _, n in self.held):
+            raise ValueError(f"OptimizerConfig.held={self.held}: each slice holds >= 1 entry")
         for name in ("learning_rate", "warmup_steps", "decay_steps", "weight_decay",
                      "max_grad_norm", "eps"):
             if getattr(self, name) < 0:

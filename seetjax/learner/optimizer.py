@@ -1,4 +1,5 @@
-"""The optax chain: global-norm clipping, then AdamW on a warmup + cosine schedule."""
+"""The optax chain: global-norm clipping, then AdamW on a warmup + cosine schedule, then the held
+slices zeroed (`OptimizerConfig.held`)."""
 
 from __future__ import annotations
 
@@ -26,9 +27,43 @@ def _decay_mask(params):
     return jax.tree.map(lambda p: p.ndim >= 2, params)
 
 
+def param_path(path: tuple) -> str:
+    """The dotted name of a parameter's pytree path: "layers.0.self_attn.q_proj.kernel"."""
+    names = [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path]
+    return ".".join(names[:-1] if names and names[-1] == "value" else names)
+
+
+def hold_slices(held: tuple[tuple[str, int], ...]) -> optax.GradientTransformation:
+    """Zeroes the update of the first n entries of the last axis of each parameter named in
+    `held` ((path, n) pairs), weight decay included, so those entries never change. A path that
+    names no parameter is an error at the first update."""
+    wanted = dict(held)
+
+    def update(updates, state, params=None):
+        del params
+        found = set()
+
+        def zero(path, u):
+            name = param_path(path)
+            if name not in wanted:
+                return u
+            found.add(name)
+            return u.at[..., :wanted[name]].set(0)
+
+        out = jax.tree_util.tree_map_with_path(zero, updates)
+        missing = sorted(set(wanted) - found)
+        if missing:
+            raise ValueError(f"OptimizerConfig.held: no parameter named {missing}")
+        return out, state
+
+    return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
+
+
 def make_optimizer(cfg: OptimizerConfig) -> optax.GradientTransformation:
     adamw = optax.adamw(learning_rate_schedule(cfg), b1=cfg.b1, b2=cfg.b2, eps=cfg.eps,
                         weight_decay=cfg.weight_decay, mask=_decay_mask)
-    if cfg.max_grad_norm > 0:
-        return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), adamw)
-    return adamw
+    chain = [optax.clip_by_global_norm(cfg.max_grad_norm)] if cfg.max_grad_norm > 0 else []
+    chain.append(adamw)
+    if cfg.held:
+        chain.append(hold_slices(cfg.held))
+    return optax.chain(*chain) if len(chain) > 1 else adamw

@@ -87,6 +87,31 @@ def repeated_tokens(rng: np.random.Generator, length: int, vocab_size: int,
     return tokens, mask
 
 
+def copy_batch_rows(rng: np.random.Generator, rows: int, seq_len: int, vocab_size: int,
+                    periods: tuple[int, int] = (3, 64)) -> dict[str, np.ndarray]:
+    """`rows` rows of repeated random tokens in a packed batch's layout (tokens, positions,
+    segment_ids, loss_mask [rows, seq_len]): the loss falls on the repeats only. Mixed into
+    training batches they keep a written circuit copying (the README's copy-circuit probes)."""
+    out = {"tokens": [], "loss_mask": []}
+    for _ in range(rows):
+        tokens, mask = repeated_tokens(rng, seq_len, vocab_size, periods)
+        out["tokens"].append(tokens)
+        out["loss_mask"].append(np.r_[0.0, mask].astype(np.float32))
+    return {"tokens": np.stack(out["tokens"]), "loss_mask": np.stack(out["loss_mask"]),
+            "positions": np.tile(np.arange(seq_len, dtype=np.int32), (rows, 1)),
+            "segment_ids": np.ones((rows, seq_len), np.int32)}
+
+
+def held_columns(cfg: ModelConfig, circuit: CopyCircuit = CopyCircuit()
+                 ) -> tuple[tuple[str, int], ...]:
+    """The circuit heads' query and key projections (kernel columns and bias entries of query
+    head 0 and KV head 0 in both layers): `OptimizerConfig.held`, so training keeps which
+    positions the heads match while their values and outputs still learn."""
+    return tuple((f"layers.{layer}.self_attn.{proj}.{part}", cfg.head_dim)
+                 for layer in (circuit.prev_layer, circuit.induction_layer)
+                 for proj in ("q_proj", "k_proj") for part in ("kernel", "bias"))
+
+
 def _write(param, index, block) -> None:
     """param[index] = block, in the parameter's dtype."""
     value = np.array(param[...], np.float32)

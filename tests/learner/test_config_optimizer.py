@@ -5,6 +5,7 @@ import json
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from flax import nnx
 
@@ -82,6 +83,30 @@ def test_adamw_clips_and_decays_matrices_only():
     updates, _ = opt.update(zero, opt.init(params), params)
     assert float(updates["w"][...][0, 0]) == pytest.approx(-0.05)  # -lr * wd * w
     assert float(updates["b"][...][0]) == 0.0
+
+
+def test_held_slices_never_change_and_everything_else_trains():
+    params = nnx.State({"layers": {0: {"q": {"kernel": nnx.Param(jnp.ones((3, 4))),
+                                             "bias": nnx.Param(jnp.ones((4,)))}}},
+                        "w": nnx.Param(jnp.ones((2, 2)))})
+    opt = make_optimizer(OptimizerConfig(learning_rate=0.1, weight_decay=0.5,
+                                         held=(("layers.0.q.kernel", 2), ("layers.0.q.bias", 1))))
+    grads = jax.tree.map(jnp.ones_like, params)
+    state = opt.init(params)
+    for _ in range(3):
+        updates, state = opt.update(grads, state, params)
+        params = optax.apply_updates(params, updates)
+    kernel = np.asarray(params["layers"][0]["q"]["kernel"][...])
+    np.testing.assert_array_equal(kernel[:, :2], 1.0)  # decay and gradient both held
+    assert (kernel[:, 2:] < 1.0).all()
+    bias = np.asarray(params["layers"][0]["q"]["bias"][...])
+    assert bias[0] == 1.0 and (bias[1:] < 1.0).all()
+    assert (np.asarray(params["w"][...]) < 1.0).all()
+    wrong = make_optimizer(OptimizerConfig(learning_rate=0.1, held=(("layers.0.k.kernel", 1),)))
+    with pytest.raises(ValueError, match=r"no parameter named \['layers.0.k.kernel'\]"):
+        wrong.update(grads, wrong.init(params), params)
+    with pytest.raises(ValueError, match="OptimizerConfig.held"):
+        OptimizerConfig(held=(("w", 0),))
 
 
 def test_throughput_mfu():

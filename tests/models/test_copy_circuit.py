@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from seetjax.models.copy_circuit import CopyCircuit, install_copy_circuit, repeated_tokens
+from seetjax.learner.optimizer import param_path
+from seetjax.models.copy_circuit import (
+    CopyCircuit,
+    copy_batch_rows,
+    held_columns,
+    install_copy_circuit,
+    repeated_tokens,
+)
 from seetjax.models.embedded import EmbeddedSpec
 from seetjax.models.transformer import Transformer
 
@@ -74,3 +81,23 @@ def test_only_the_two_heads_residual_outputs_and_final_norm_change(fresh_and_wir
 def test_a_circuit_the_model_cannot_hold_names_the_field(field, value, match):
     with pytest.raises(ValueError, match=match):
         dataclasses.replace(CopyCircuit(), **{field: value}).check(CFG)
+
+
+def test_held_columns_name_the_circuit_heads_query_and_key_parameters(fresh_and_wired):
+    _, wired = fresh_and_wired
+    shapes = {}
+    jax.tree_util.tree_map_with_path(lambda path, x: shapes.setdefault(param_path(path), x.shape),
+                                     nnx.state(wired, nnx.Param))
+    held = held_columns(CFG)
+    assert {p for p, _ in held} == {f"layers.{i}.self_attn.{proj}.{part}" for i in (0, 1)
+                                    for proj in ("q_proj", "k_proj") for part in ("kernel", "bias")}
+    assert all(p in shapes and n == CFG.head_dim <= shapes[p][-1] for p, n in held)
+
+
+def test_copy_rows_train_only_the_repeats():
+    rows = copy_batch_rows(np.random.default_rng(0), 2, 64, CFG.vocab_size, periods=(5, 6))
+    assert rows["tokens"].shape == rows["loss_mask"].shape == (2, 64)
+    np.testing.assert_array_equal(rows["tokens"][:, 5:], rows["tokens"][:, :-5])  # period 5
+    np.testing.assert_array_equal(rows["loss_mask"][0], np.r_[np.zeros(6), np.ones(58)])
+    np.testing.assert_array_equal(rows["positions"][1], np.arange(64))
+    assert (rows["segment_ids"] == 1).all()

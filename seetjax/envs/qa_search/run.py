@@ -2,8 +2,9 @@
 task loader and task-side checks (`qa_search_spec`, registered as `env.name=qa_search`).
 
 The section (`QASearchRunConfig`) is `QASearchConfig` plus the corpus: `corpus="world"` (the
-seeded synthetic world, `world_passages` passages per split, `min_hops`..`max_hops` questions,
-train/test with disjoint entities) or `"web_search"` (BFCL v4's 100 questions, split "test" only,
+seeded synthetic world, `world_passages` passages per split, `min_hops`..`max_hops` questions
+whose last hop asks one of `answer_relations` (comma-separated; '' = any), train/test with
+disjoint entities) or `"web_search"` (BFCL v4's 100 questions, split "test" only,
 with `distractors` world passages). The retriever indexes both splits' passages once per process
 (`retriever`, cached by corpus and retrieval settings); every episode's environment shares it.
 
@@ -39,6 +40,7 @@ class QASearchRunConfig(QASearchConfig):
     world_passages: int = 200
     min_hops: int = 1
     max_hops: int = 4
+    answer_relations: str = ""
     distractors: int = 200
 
     def __post_init__(self):
@@ -54,7 +56,10 @@ class QASearchRunConfig(QASearchConfig):
     @property
     def world(self) -> WorldConfig:
         return WorldConfig.sized(self.world_passages, seed=self.world_seed,
-                                 min_hops=self.min_hops, max_hops=self.max_hops)
+                                 min_hops=self.min_hops, max_hops=self.max_hops,
+                                 answer_relations=tuple(
+                                     r.strip() for r in self.answer_relations.split(",")
+                                     if r.strip()))
 
 
 @functools.lru_cache(maxsize=4)

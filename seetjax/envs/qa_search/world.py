@@ -20,10 +20,13 @@ its own generator, so nothing is stored: a world of millions of passages costs n
 and `passages` streams them. Everything is a function of (config, split, index).
 
 Questions. A start entity, a chain of relations through distinct entities, and a last hop that
-asks a relation or an attribute: 1 to `max_hops` hops. The question nests the chain as noun
-phrases ("In what year was the employer of the mayor of Kavoru founded?"); each hop's
-sub-question names the previous hop's answer ("Who is the mayor of Kavoru?") and is supported by
-the passage of the entity it asks about.
+asks a relation or an attribute: `min_hops` to `max_hops` hops. `answer_relations` limits what
+the last hop may ask (relation names; empty: anything): ("occupation", "industry", "country")
+gives questions whose answers come from closed vocabularies (15 occupations, 10 industries, the
+world's countries), a tier whose answers a model that cannot copy a name can still learn. The
+question nests the chain as noun phrases ("In what year was the employer of the mayor of Kavoru
+founded?"); each hop's sub-question names the previous hop's answer ("Who is the mayor of
+Kavoru?") and is supported by the passage of the entity it asks about.
 """
 
 from __future__ import annotations
@@ -100,6 +103,7 @@ class WorldConfig:
     countries: int = 12
     min_hops: int = 1
     max_hops: int = 4
+    answer_relations: tuple[str, ...] = ()
 
     def __post_init__(self):
         for name in ("people", "cities", "companies", "universities", "countries"):
@@ -109,6 +113,10 @@ class WorldConfig:
         if not 1 <= self.min_hops <= self.max_hops <= 4:
             raise ValueError(f"WorldConfig.min_hops={self.min_hops}, max_hops={self.max_hops}: "
                              "need 1 <= min_hops <= max_hops <= 4")
+        unknown = sorted(set(self.answer_relations) - {r.name for r in RELATIONS})
+        if unknown:
+            raise ValueError(f"WorldConfig.answer_relations: unknown {unknown}; known: "
+                             f"{sorted({r.name for r in RELATIONS})}")
 
     @classmethod
     def sized(cls, passages_per_split: int, **fields: Any) -> WorldConfig:
@@ -305,15 +313,17 @@ class World:
               ) -> list[tuple[Entity, Relation]] | None:
         """A chain of `hops` (entity, relation) pairs through distinct entities; None when it
         runs into entities it has visited."""
-        kind = rng.choice(KINDS)
+        # One hop must start where the asked relations are.
+        kinds = [k for k in KINDS if hops > 1 or any(self._askable(r) for r in _BY_KIND[k])]
+        kind = rng.choice(kinds)
         entity = self.entity(split, kind, rng.randrange(self.config.count(kind)))
         visited = {entity.id}
         chain = []
         for hop in range(hops):
             last = hop == hops - 1
             options = [r for r in _BY_KIND[entity.kind]
-                       if (r.target is None and last) or (
-                           r.target is not None and self.linked(entity, r).id not in visited)]
+                       if (self._askable(r) if last else r.target is not None) and (
+                           r.target is None or self.linked(entity, r).id not in visited)]
             if not options:
                 return None
             relation = rng.choice(options)
@@ -322,6 +332,10 @@ class World:
                 entity = self.linked(entity, relation)
                 visited.add(entity.id)
         return chain
+
+    def _askable(self, relation: Relation) -> bool:
+        """Whether the last hop may ask `relation`."""
+        return not self.config.answer_relations or relation.name in self.config.answer_relations
 
 
 def _syllables_needed(names: int) -> int:

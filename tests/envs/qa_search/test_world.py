@@ -1,11 +1,13 @@
 """The synthetic world: deterministic, split by entity, every hop stated by its passage, lazy at
 a million passages."""
 
+import hashlib
 import itertools
 import random
 
 import pytest
 
+from seetjax.envs.qa_search import world as world_module
 from seetjax.envs.qa_search.reward import normalize_answer
 from seetjax.envs.qa_search.world import KINDS, SPLITS, World, WorldConfig
 
@@ -64,6 +66,32 @@ def test_hop_range_and_counts_are_validated():
         World().question("dev", 0)
     with pytest.raises(IndexError):
         World().entity("train", "city", 30)
+
+
+CLOSED_TEMPLATES = ("What is the occupation of ", "In which industry does ", "In which country is ")
+
+
+def test_answer_relations_limit_the_last_hop_to_closed_vocabularies():
+    world = World(WorldConfig(min_hops=1, max_hops=2,
+                              answer_relations=("occupation", "industry", "country")))
+    tasks = world.questions("train", 60)
+    asked = {next(t for t in CLOSED_TEMPLATES if task.hops[-1].question.startswith(t))
+             for task in tasks}
+    assert asked == set(CLOSED_TEMPLATES)
+    vocabulary = {*world_module._OCCUPATIONS, *world_module._INDUSTRIES,
+                  *(world.country(i) for i in range(world.config.countries))}
+    assert {t.answers[0] for t in tasks} <= vocabulary
+    assert {t.num_hops for t in tasks} == {1, 2}
+    with pytest.raises(ValueError, match=r"answer_relations: unknown \['salary'\]"):
+        WorldConfig(answer_relations=("salary",))
+
+
+def test_worlds_without_the_filter_draw_the_questions_they_always_drew():
+    # The digest was taken from the world generator before `answer_relations` existed.
+    tasks = (World(WorldConfig()).questions("test", 50)
+             + World(WorldConfig(seed=3, min_hops=2, max_hops=4)).questions("train", 50))
+    digest = hashlib.sha256(repr([(t.question, t.answers) for t in tasks]).encode())
+    assert digest.hexdigest()[:16] == "08ae10e7158aa772"
 
 
 def test_a_million_passage_world_is_lazy_and_its_names_stay_unique():
