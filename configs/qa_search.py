@@ -3,6 +3,15 @@ oracle's trajectories of the synthetic world (dialogs rendered as rollouts rende
 (GRPO on the environment's reward: exact match and F1 + format - search_cost x searches), with
 greedy evaluations on held-out questions (test entities) before and after each phase.
 
+The questions are the world's copy-free tier: one hop, asking an occupation, an industry or a
+country, so every answer comes from a closed vocabulary. Reading one still takes copying: the
+query is the question itself, and the answer is the word the retrieved passage spells. A 4-layer
+model trained from scratch for minutes learns neither, so the warm-up starts from a copy circuit
+written into the random init and kept (`sft.run.copy_circuit`: held query/key projections, one
+repeated-token row per batch), and the oracle spells its answer as the passage does
+(`oracle_spaced_answer`). `--config.env.answer_relations='' --config.env.max_hops=2` gives the
+open questions (names and years), which this model does not answer.
+
     python launch/train.py --config=configs/qa_search.py --workdir=runs/qa
     python launch/train.py --config=configs/qa_search.py --config.env.search_cost=0.3 \
         --config.learner.algorithm=rloo --workdir=runs/qa_rloo
@@ -19,11 +28,13 @@ from seetjax.train_config import default_config, env_section, load_config_file
 
 def get_config():
     config = default_config()
-    config.env = env_section("qa_search", prompt_style="compact", search_budget=3, default_k=2,
-                             max_k=5, max_steps=4, snippet_words=30, em_weight=0.5,
+    config.env = env_section("qa_search", prompt_style="compact", search_budget=3, default_k=1,
+                             max_k=5, max_steps=4, snippet_words=12, em_weight=0.5,
                              f1_weight=0.5, format_weight=0.1, search_cost=0.1,
-                             timeout_penalty=0.5, world_passages=100, min_hops=1, max_hops=2)
-    config.data = ml_collections.ConfigDict(dict(split="train", tasks_per_category=64,
+                             timeout_penalty=0.5, world_passages=2000, min_hops=1, max_hops=1,
+                             answer_relations="occupation,industry,country",
+                             oracle_spaced_answer=True)
+    config.data = ml_collections.ConfigDict(dict(split="train", tasks_per_category=256,
                                                  tasks_per_step=4))
     config.rollout.group_size = 4  # G samples per question
     config.limits.max_reply_tokens = 48
@@ -39,23 +50,26 @@ def get_config():
     sft.source = "qa_search"
     sft.qa_search = config.env  # the same section: same prompt, corpus and snippets
     sft.split = config.data.get_ref("split")
-    sft.tasks_per_category = 512
+    sft.tasks_per_category = 3000  # draws of the questions: 1,358 distinct
     sft.max_len = sft.seq_len = 1024
     sft.eval_split = ""
-    config.sft.run.train.steps = 100
+    config.sft.run.copy_circuit.install = True  # one of each 4 rows: repeated random tokens
+    optimizer = config.sft.run.learner.optimizer
+    optimizer.learning_rate = 3e-4  # 1e-3 undoes the circuit (README, "copy circuit")
+    config.sft.run.train.steps = optimizer.decay_steps = 800
     config.sft.run.train.eval_every = 0
-    config.sft.run.train.checkpoint_every = 50
+    config.sft.run.train.checkpoint_every = 100
 
     # Plain RL: GRPO without KL (the warm-up model is the reference), no SEET mechanics.
     config.seet.enabled = False
     config.learner.counterfactual_weight = 0.0
     config.learner.loss = dict(kl_coef=0.0)
-    config.learner.optimizer.learning_rate = 3e-5
+    config.learner.optimizer.learning_rate = 1e-4
     config.learner.micro_batches = 4  # also the samples of the gradient-variance estimate
 
-    config.train.steps = 10
-    config.train.checkpoint_every = 5
+    config.train.steps = 20
+    config.train.checkpoint_every = 10
     config.eval.splits = "test"  # held-out questions: entities no training question has
-    config.eval.per_category = 32
+    config.eval.per_category = 64
     config.eval.decodings = ""  # one reading of replies
     return config

@@ -208,10 +208,10 @@ def main() -> None:
                         default=[0, 1, 2])
     parser.add_argument("--sweep_seeds", type=lambda s: [int(x) for x in s.split(",")],
                         default=None, help="seeds of the lambda sweep (default: --seeds)")
-    parser.add_argument("--steps", type=int, default=8, help="RL steps per run")
-    parser.add_argument("--questions", type=int, default=16, help="training questions")
-    parser.add_argument("--tasks_per_step", type=int, default=2)
-    parser.add_argument("--eval_questions", type=int, default=16, help="held-out questions")
+    parser.add_argument("--steps", type=int, default=20, help="RL steps per run")
+    parser.add_argument("--questions", type=int, default=256, help="training questions")
+    parser.add_argument("--tasks_per_step", type=int, default=4)
+    parser.add_argument("--eval_questions", type=int, default=64, help="held-out questions")
     parser.add_argument("--only", type=lambda s: set(s.split(",")), default=None,
                         help="comma-separated cells (see --list); nothing is summarised")
     parser.add_argument("--list", action="store_true", help="print the cells and exit")

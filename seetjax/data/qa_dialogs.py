@@ -102,7 +102,7 @@ def _play(env: QASearchEnv, task: QATask, section: QASearchRunConfig) -> list[Me
     """The messages of the oracle's episode of `task` in `env`: its opening, each gold call and
     the observations it got."""
     messages = env.reset(task)
-    for call in gold_calls(task):
+    for call in gold_calls(task, section.oracle_spaced_answer):
         message, text = _reply(call, section)
         messages += [message, *env.step(text).observations]
     return messages

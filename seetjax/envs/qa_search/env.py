@@ -59,6 +59,11 @@ class QASearchConfig:
       share of those words masked per search and the seed of the choice.
     em_weight .. timeout_penalty: `reward.RewardWeights`. retriever .. encoder:
       `retriever.RetrieverSettings` (retriever is its kind: bm25, dense or hybrid).
+    oracle_spaced_answer: the oracle (its demonstrations, and the gold calls of a trace) writes
+      its answer after a space, as the answer is spelled inside a passage, so a BPE tokenizer
+      gives it the passage's tokens: at a string's start a word splits differently (the embedded
+      tokenizer: "engineer" is en+gine+er, " engineer" in a passage " engine"+"er"), and a model
+      that copies from the passage needs the same tokens. EM and F1 ignore the space.
     """
 
     prompt_style: str = "compact"
@@ -82,8 +87,12 @@ class QASearchConfig:
     fusion_depth: int = 50
     encoder: str = ""
     max_message_chars: int = MAX_MESSAGE_CHARS
+    oracle_spaced_answer: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.oracle_spaced_answer, bool):
+            raise ValueError(f"oracle_spaced_answer={self.oracle_spaced_answer!r}: must be True "
+                             "or False")
         if self.prompt_style not in CALL_FORMATS:
             raise ValueError(f"prompt_style={self.prompt_style!r}: one of {tuple(CALL_FORMATS)}")
         for name, least in (("search_budget", 1), ("default_k", 1), ("max_steps", 1),
@@ -148,10 +157,12 @@ def system_prompt(config: QASearchConfig, role: str = "") -> str:
     return f"{intro}\n\n{prompts.compact_system_prompt(tool_docs(config), config.call_format)}"
 
 
-def gold_calls(task: QATask) -> tuple[ToolCall, ...]:
-    """The oracle's calls: each hop's sub-question as a search, then the last hop's answer."""
+def gold_calls(task: QATask, spaced_answer: bool = False) -> tuple[ToolCall, ...]:
+    """The oracle's calls: each hop's sub-question as a search, then the last hop's answer
+    (`spaced_answer`: after a space, see `QASearchConfig.oracle_spaced_answer`)."""
+    answer = task.hops[-1].answer if task.hops else task.answers[0]
     return (*(ToolCall("search", {"query": hop.question}) for hop in task.hops),
-            ToolCall("answer", {"text": task.hops[-1].answer if task.hops else task.answers[0]}))
+            ToolCall("answer", {"text": f" {answer}" if spaced_answer else answer}))
 
 
 class SearchTools:
@@ -264,7 +275,7 @@ class QASearchEnv:
     def trace(self) -> EpisodeTrace:
         task = self._require_task()
         return EpisodeTrace(task.id, tuple(self._steps), tuple(self._verdicts),
-                            (gold_calls(task),))
+                            (gold_calls(task, self.config.oracle_spaced_answer),))
 
     # ------------------------------------------------------------------ extras
 

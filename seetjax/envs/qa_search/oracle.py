@@ -20,4 +20,5 @@ def render_call(call: ToolCall, call_format: str) -> str:
 def play_oracle(env: QASearchEnv, task: QATask) -> list[StepResult]:
     """Plays `task` in `env` with the gold calls, one reply each; returns the steps."""
     env.reset(task)
-    return [env.step(render_call(call, env.call_format)) for call in gold_calls(task)]
+    calls = gold_calls(task, env.config.oracle_spaced_answer)
+    return [env.step(render_call(call, env.call_format)) for call in calls]

@@ -187,6 +187,7 @@ def test_snapshot_and_restore(env, task):
     ("chunk_overlap", 100, "chunk_overlap=100"),
     ("prompt_style", "bfcl", "prompt_style='bfcl'"),
     ("max_steps", True, "max_steps=True"),
+    ("oracle_spaced_answer", 1, "oracle_spaced_answer=1"),
 ])
 def test_config_errors_name_the_field(field, value, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")):

@@ -1,7 +1,7 @@
 """The oracle policy: with the gold hop queries, EM = 1 in exactly as many searches as hops."""
 
 from seetjax.envs.base import StepCode
-from seetjax.envs.qa_search.env import QASearchEnv
+from seetjax.envs.qa_search.env import QASearchConfig, QASearchEnv
 from seetjax.envs.qa_search.oracle import play_oracle
 from seetjax.envs.qa_search.reward import exact_match
 from seetjax.envs.qa_search.web_search import load_web_search
@@ -26,6 +26,25 @@ def test_oracle_on_the_synthetic_world(world_retriever, world):
         parts = _check_oracle(env, task)
         assert parts.exact_match == 1.0 and parts.searches == task.num_hops
         assert parts.format == 1.0 and env.trace().verdicts[0].passed
+
+
+def test_the_spaced_oracle_answer_has_the_passage_tokens_and_scores_the_same(
+        world_retriever, world, tokenizer):
+    env = QASearchEnv(world_retriever, QASearchConfig(oracle_spaced_answer=True))
+    for task in world.questions("train", 12):
+        steps = play_oracle(env, task)
+        assert env.reward().exact_match == 1.0 and env.trace().verdicts[0].passed
+        answer = task.hops[-1].answer
+        reply = env.history[-1]["content"]
+        assert reply == f"[answer(text=' {answer}')]"
+        passage = steps[-2].observations[0]["content"]
+        # the answer's tokens, as the reply has them, appear in that order in the passage
+        tokens = tokenizer.hf.encode(reply)
+        quote = tokens.index(tokenizer.hf.encode("='")[0]) + 1
+        spelled = tokens[quote:quote + len(tokenizer.hf.encode(f" {answer}"))]
+        assert spelled == tokenizer.hf.encode(f" {answer}")
+        found = tokenizer.hf.encode(passage)
+        assert any(found[i:i + len(spelled)] == spelled for i in range(len(found)))
 
 
 def test_oracle_on_web_search():
