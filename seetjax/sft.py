@@ -256,8 +256,9 @@ class SFTRun:
             install_copy_circuit(model)
             if config.copy_circuit.hold:
                 learner = dataclasses.replace(learner, optimizer=dataclasses.replace(
-                    learner.optimizer, held=held_columns(model.config)))
-        self.vocab_size = model.config.vocab_size
+                    learner.optimizer, held=learner.optimizer.held + held_columns(model.config)))
+        # Copy rows draw from the tokenizer's ids (a padded embedding's rows never occur).
+        self.vocab_size = min(model.config.vocab_size, len(self.tokenizer.hf))
         self.learner, self.state = create_learner(model, learner, seed=config.seed)
         self.checkpoints = Checkpointer(self.workdir / "checkpoints",
                                         keep_last=config.train.keep_checkpoints)

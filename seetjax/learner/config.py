@@ -48,7 +48,8 @@ class OptimizerConfig:
     (0: constant after warmup). Weight decay skips vectors (norm scales, biases). `held`: slices
     no update changes, as (path, n) pairs: the first n entries of the last axis of the parameter
     at dotted `path` ("layers.0.self_attn.q_proj.kernel"), e.g. a written circuit's heads
-    (`seetjax.models.copy_circuit.held_columns`)."""
+    (`seetjax.models.copy_circuit.held_columns`). Their gradients still count in the global norm
+    that clipping scales by."""
 
     learning_rate: float = 1e-6
     warmup_steps: int = 0
@@ -62,9 +63,14 @@ class OptimizerConfig:
     held: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self):
-        object.__setattr__(self, "held", tuple((str(p), int(n)) for p, n in self.held))
-        if any(n < 1 for _, n in self.held):
-            raise ValueError(f"OptimizerConfig.held={self.held}: each slice holds >= 1 entry")
+        held = tuple(tuple(pair) if isinstance(pair, (tuple, list)) else (pair,)
+                     for pair in self.held)
+        if any(len(pair) != 2 or not isinstance(pair[0], str) or isinstance(pair[1], bool)
+               or not isinstance(pair[1], int) or pair[1] < 1 for pair in held):
+            raise ValueError(f"OptimizerConfig.held={self.held!r}: (path, n) pairs, n >= 1")
+        if len({path for path, _ in held}) != len(held):
+            raise ValueError(f"OptimizerConfig.held={self.held!r}: a path appears twice")
+        object.__setattr__(self, "held", held)
         for name in ("learning_rate", "warmup_steps", "decay_steps", "weight_decay",
                      "max_grad_norm", "eps"):
             if getattr(self, name) < 0:

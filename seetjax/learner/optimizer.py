@@ -48,6 +48,9 @@ def hold_slices(held: tuple[tuple[str, int], ...]) -> optax.GradientTransformati
             if name not in wanted:
                 return u
             found.add(name)
+            if wanted[name] > u.shape[-1]:
+                raise ValueError(f"OptimizerConfig.held: {name} has {u.shape[-1]} entries on its "
+                                 f"last axis, fewer than the {wanted[name]} held")
             return u.at[..., :wanted[name]].set(0)
 
         out = jax.tree_util.tree_map_with_path(zero, updates)

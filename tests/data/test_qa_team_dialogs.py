@@ -2,6 +2,8 @@
 an exact match on world questions, token for token what a team rollout of the same replies
 trains on, and the qa_team source's config errors."""
 
+import dataclasses
+
 import pytest
 
 from seetjax.data.formatter import format_dialogs
@@ -54,6 +56,19 @@ def test_the_oracle_team_delegates_each_hop_once_and_answers_exactly(tokenizer):
         assert stats["coordinator_exact_match"] == 1.0 and stats["worker_sub_answer_em"] == 1.0
         assert stats["coordinator_format_validity"] == stats["worker_format_validity"] == 1.0
         assert stats["coordinator_rounds"] == task.num_hops + 1
+
+
+def test_a_spaced_oracle_team_passes_the_spaced_answer_on():
+    spaced = dataclasses.replace(SECTION, oracle_spaced_answer=True)
+    dialogs, failed = oracle_dialogs(spaced, "train", 4, max_rounds=ROUNDS)
+    assert not failed
+    for d in dialogs:
+        task = next(t for t in _tasks() if t.id == d.metadata["task_id"])
+        if d.metadata["role"] == "coordinator":
+            assert replies(d)[-1] == f"[answer(text={' ' + task.answers[0]!r})]"
+        else:
+            hop = task.hops[d.metadata["round"]]
+            assert replies(d)[-1] == f"[answer(text={' ' + hop.answer!r})]"
 
 
 def test_team_dialogs_are_what_team_rollouts_train_on(tokenizer):

@@ -1,6 +1,6 @@
-"""An SFT run with the copy circuit written in (`config.copy_circuit`): the circuit heads' query
-and key projections end the run as they were written, repeated-token rows join every batch, and
-a resumed run repeats the lost step exactly."""
+"""An SFT run with the copy circuit written in (`config.copy_circuit`): repeated-token rows join
+every batch (drawn per step), the circuit heads' query and key projections end the run as they
+were written, and a resumed run repeats the lost step exactly."""
 
 import shutil
 
@@ -9,9 +9,10 @@ import pytest
 from flax import nnx
 
 from configs.sft import get_config
+from seetjax.data.pipeline import SFTPipeline
 from seetjax.models.copy_circuit import install_copy_circuit
 from seetjax.models.hf import load_hf_checkpoint
-from seetjax.sft import SFTRun, validate
+from seetjax.sft import SFTRun, pipeline_config, validate
 
 
 def _config():
@@ -31,12 +32,20 @@ def _config():
 @pytest.mark.slow
 def test_the_circuit_is_held_copy_rows_train_and_a_resume_is_exact(tmp_path, embedded_dir):
     first = SFTRun(_config(), tmp_path)
-    losses = [first.run()]
+    batch = next(iter(SFTPipeline(first.stages[0], pipeline_config(first.config, 0, 0))))
+    assert batch["tokens"].shape == (7, 512)  # the dialogs' rows
+    rows = first._with_copy_rows(batch, 5)
+    assert rows["tokens"].shape == (8, 512)
+    np.testing.assert_array_equal(rows["tokens"][:7], batch["tokens"])
+    np.testing.assert_array_equal(rows["tokens"][7], first._with_copy_rows(batch, 5)["tokens"][7])
+    assert not np.array_equal(rows["tokens"][7], first._with_copy_rows(batch, 6)["tokens"][7])
+    assert rows["loss_mask"][7].sum() > 400  # the repeats train
+    metrics = first.run()
     trained = nnx.state(load_hf_checkpoint(tmp_path / "model"), nnx.Param)
     written = load_hf_checkpoint(embedded_dir)
     install_copy_circuit(written)
     written = nnx.state(written, nnx.Param)
-    d = written["layers"][0]["self_attn"]["q_proj"]["kernel"][...].shape[1] // 4  # head_dim
+    d = first.learner.model_config.head_dim
     for layer in (0, 1):
         for proj in ("q_proj", "k_proj"):
             for part in ("kernel", "bias"):
@@ -49,7 +58,7 @@ def test_the_circuit_is_held_copy_rows_train_and_a_resume_is_exact(tmp_path, emb
     shutil.rmtree(tmp_path / "model")
     again = SFTRun(_config(), tmp_path).run()
     for key in ("loss", "grad_norm", "tokens"):
-        assert again[key] == losses[0][key], key
+        assert again[key] == metrics[key], key
 
 
 def test_bad_copy_circuit_settings_are_named():

@@ -105,8 +105,13 @@ def test_held_slices_never_change_and_everything_else_trains():
     wrong = make_optimizer(OptimizerConfig(learning_rate=0.1, held=(("layers.0.k.kernel", 1),)))
     with pytest.raises(ValueError, match=r"no parameter named \['layers.0.k.kernel'\]"):
         wrong.update(grads, wrong.init(params), params)
-    with pytest.raises(ValueError, match="OptimizerConfig.held"):
-        OptimizerConfig(held=(("w", 0),))
+    too_wide = make_optimizer(OptimizerConfig(learning_rate=0.1, held=(("w", 3),)))
+    with pytest.raises(ValueError, match="w has 2 entries on its last axis, fewer than the 3"):
+        too_wide.update(grads, too_wide.init(params), params)
+    for bad, message in (((("w", 0),), "pairs, n >= 1"), (("w", 2), "pairs, n >= 1"),
+                         ((("w", 1), ("w", 2)), "a path appears twice")):
+        with pytest.raises(ValueError, match=f"OptimizerConfig.held=.*{message}"):
+            OptimizerConfig(held=bad)
 
 
 def test_throughput_mfu():

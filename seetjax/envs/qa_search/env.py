@@ -63,7 +63,9 @@ class QASearchConfig:
       its answer after a space, as the answer is spelled inside a passage, so a BPE tokenizer
       gives it the passage's tokens: at a string's start a word splits differently (the embedded
       tokenizer: "engineer" is en+gine+er, " engineer" in a passage " engine"+"er"), and a model
-      that copies from the passage needs the same tokens. EM and F1 ignore the space.
+      that copies from the passage needs the same tokens. EM and F1 ignore the space. In the
+      oracle team's dialogs a worker's spaced answer reaches the coordinator as it is, and the
+      coordinator's final answer repeats it.
     """
 
     prompt_style: str = "compact"

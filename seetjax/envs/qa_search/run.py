@@ -51,7 +51,13 @@ class QASearchRunConfig(QASearchConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise ValueError(f"{name}={value!r}: must be an integer >= {least}")
-        _ = self.world  # WorldConfig checks the hop range
+        if not isinstance(self.answer_relations, str):
+            raise ValueError(f"answer_relations={self.answer_relations!r}: comma-separated "
+                             "relation names in one string ('' = any)")
+        if self.corpus != "world" and self.answer_relations:
+            raise ValueError(f"answer_relations={self.answer_relations!r}: only the world corpus "
+                             f"draws its questions (corpus={self.corpus!r})")
+        _ = self.world  # WorldConfig checks the hop range and the relation names
 
     @property
     def world(self) -> WorldConfig:

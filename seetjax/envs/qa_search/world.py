@@ -293,8 +293,9 @@ class World:
             if chain is not None:
                 break
         else:  # pragma: no cover - needs a world whose links all loop back within `hops`
-            raise RuntimeError(f"no {hops}-hop chain through distinct entities for question "
-                               f"{index} of {split!r}")
+            raise RuntimeError(f"no {hops}-hop chain through distinct entities ending in one of "
+                               f"answer_relations={self.config.answer_relations or 'any'} for "
+                               f"question {index} of {split!r}")
         phrase = chain[0][0].name
         for _, relation in chain[:-1]:
             phrase = relation.phrase.format(x=phrase)

@@ -47,6 +47,10 @@ def test_environments_share_one_retriever_and_load_questions_by_split():
     (("env", "search_budget", 0), "config.env: search_budget=0"),
     (("env", "max_hops", 5), "config.env: WorldConfig.min_hops=1, max_hops=5"),
     (("env", "shards", 2), r"config.env: unknown field\(s\) \['shards'\]"),
+    (("env", "answer_relations", "salary"), r"config.env: WorldConfig.answer_relations: "
+                                            r"unknown \['salary'\]"),
+    (("env", "corpus", "web_search"), "config.env: answer_relations='occupation,industry,"
+                                      "country': only the world corpus"),
 ])
 def test_bad_qa_configs_fail_with_the_field_named(override, message):
     config = qa_config()
@@ -62,6 +66,7 @@ def test_bad_qa_configs_fail_with_the_field_named(override, message):
 def test_web_search_has_a_test_split_only():
     config = qa_config()
     config.env.corpus = "web_search"
+    config.env.answer_relations = ""  # the world's question filter
     config.data.split = "test"
     build_plan(config)
     config.data.split = "train"
