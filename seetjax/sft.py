@@ -56,6 +56,7 @@ from seetjax.models.hf import (
 from seetjax.models.lora import has_lora
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rollout.multi_agent import MultiAgentConfig
+from seetjax.sft_config import check_copy_circuit, copy_rows
 
 
 def say(message: str) -> None:
@@ -149,11 +150,6 @@ def pipeline_config(config: ml_collections.ConfigDict, stage: int, pad_id: int) 
         seed=config.seed + 1000 * stage, pad_id=pad_id)
 
 
-def copy_rows(config: ml_collections.ConfigDict) -> int:
-    """Rows of each batch (over all processes) that are repeated random tokens."""
-    return config.copy_circuit.rows if config.copy_circuit.install else 0
-
-
 def coreset_config(config: ml_collections.ConfigDict, stage: int) -> CoresetConfig:
     c = config.coreset
     return CoresetConfig(strategy=c.strategy, size=c.size, fraction=c.fraction,
@@ -219,26 +215,6 @@ def validate(config: ml_collections.ConfigDict) -> None:
     for name in ("steps", "log_every", "checkpoint_every", "keep_checkpoints"):
         if config.train[name] < 1:
             raise ValueError(f"config.train.{name}={config.train[name]}: must be >= 1")
-
-
-def check_copy_circuit(config: ml_collections.ConfigDict) -> None:
-    """`config.copy_circuit`, each field named."""
-    circuit = config.copy_circuit
-    for name in ("install", "hold"):
-        if not isinstance(circuit[name], bool):
-            raise ValueError(f"config.copy_circuit.{name}={circuit[name]!r}: must be True or "
-                             "False")
-    if not isinstance(circuit.rows, int) or isinstance(circuit.rows, bool) or circuit.rows < 0:
-        raise ValueError(f"config.copy_circuit.rows={circuit.rows!r}: must be an integer >= 0")
-    if circuit.install and (circuit.rows >= config.data.batch_size
-                            or circuit.rows % jax.process_count()):
-        raise ValueError(f"config.copy_circuit.rows={circuit.rows}: must be below "
-                         f"data.batch_size={config.data.batch_size} (the dialogs' rows are the "
-                         f"rest) and a multiple of the {jax.process_count()} processes")
-    if circuit.install and config.learner.lora.rank:
-        raise ValueError("config.copy_circuit.install=True with config.learner.lora: the circuit "
-                         "is written into (and held in) the base weights LoRA freezes; train in "
-                         "full")
 
 
 class SFTRun:

@@ -1,7 +1,9 @@
 """Agent SFT configs: every field of an SFT run with its default (`default_sft_config`), read by
 `seetjax.sft.validate` and `SFTRun`; configs/sft.py ships it, configs/tiny.py embeds it as the RL
-warm-up, and `seetjax.base_model` builds the pretrained embedded default with it."""
+warm-up, and `seetjax.base_model` builds the pretrained embedded default with it. The
+`copy_circuit` section's check and row count live here too."""
 
+import jax
 import ml_collections
 
 from seetjax.data.dialogs import TASK_TYPES
@@ -113,3 +115,28 @@ def default_sft_config() -> ml_collections.ConfigDict:
     config.train.keep_checkpoints = 2
     config.train.save_model = True  # write the final model as an HF directory (workdir/model)
     return config
+
+
+def copy_rows(config: ml_collections.ConfigDict) -> int:
+    """Rows of each batch (over all processes) that are repeated random tokens."""
+    return config.copy_circuit.rows if config.copy_circuit.install else 0
+
+
+def check_copy_circuit(config: ml_collections.ConfigDict) -> None:
+    """`config.copy_circuit`, each field named."""
+    circuit = config.copy_circuit
+    for name in ("install", "hold"):
+        if not isinstance(circuit[name], bool):
+            raise ValueError(f"config.copy_circuit.{name}={circuit[name]!r}: must be True or "
+                             "False")
+    if not isinstance(circuit.rows, int) or isinstance(circuit.rows, bool) or circuit.rows < 0:
+        raise ValueError(f"config.copy_circuit.rows={circuit.rows!r}: must be an integer >= 0")
+    if circuit.install and (circuit.rows >= config.data.batch_size
+                            or circuit.rows % jax.process_count()):
+        raise ValueError(f"config.copy_circuit.rows={circuit.rows}: must be below "
+                         f"data.batch_size={config.data.batch_size} (the dialogs' rows are the "
+                         f"rest) and a multiple of the {jax.process_count()} processes")
+    if circuit.install and config.learner.lora.rank:
+        raise ValueError("config.copy_circuit.install=True with config.learner.lora: the circuit "
+                         "is written into (and held in) the base weights LoRA freezes; train in "
+                         "full")
