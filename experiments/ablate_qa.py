@@ -55,16 +55,18 @@ ALGORITHMS: dict[str, dict[str, object]] = {
 }
 LAMBDA = 0.1  # the search cost of the algorithm comparison
 LAMBDAS = (0.0, 0.1, 0.3)
-SWEPT = "grpo"  # the algorithm of the lambda sweep
+SWEPT = ("grpo",)  # the algorithms of the lambda sweep (--sweep_algorithms)
 CURVES = (("rollout/reward", "rollout reward"), ("rollout/env_f1", "rollout answer F1"),
           ("rollout/env_searches", "searches per question (rollouts)"),
           ("learner/grad_variance", "gradient-estimate variance"))
 
 
-def cells(seeds: list[int], sweep_seeds: list[int]) -> list[tuple[str, float, int]]:
+def cells(seeds: list[int], sweep_seeds: list[int], swept: tuple[str, ...] = SWEPT
+          ) -> list[tuple[str, float, int]]:
     """(algorithm, lambda, seed) of every run: the comparison, then the sweep's other lambdas."""
     out = [(a, LAMBDA, s) for a in ALGORITHMS for s in seeds]
-    return out + [(SWEPT, lam, s) for lam in LAMBDAS if lam != LAMBDA for s in sweep_seeds]
+    return out + [(a, lam, s) for a in swept for lam in LAMBDAS if lam != LAMBDA
+                  for s in sweep_seeds]
 
 
 def cell_name(algorithm: str, lam: float, seed: int) -> str:
@@ -123,7 +125,7 @@ def share_start(workdir: Path, lam: float, seed: int, args) -> None:
 
 
 def run(args) -> list[dict]:
-    grid = cells(args.seeds, args.sweep_seeds)
+    grid = cells(args.seeds, args.sweep_seeds, args.sweep_algorithms)
     if args.only:
         grid = [c for c in grid if cell_name(*c) in args.only]
     warm = warm_up(base_config(args).sft.run, args.out / "sft")
@@ -150,7 +152,8 @@ def summarise(results: list[dict], args) -> str:
     lines = [f"Command: `python experiments/ablate_qa.py --seeds={','.join(map(str, args.seeds))} "
              f"--steps={args.steps} --questions={args.questions} "
              f"--tasks_per_step={args.tasks_per_step} --eval_questions={args.eval_questions} "
-             f"--sweep_seeds={','.join(map(str, args.sweep_seeds))}`, "
+             f"--sweep_seeds={','.join(map(str, args.sweep_seeds))} "
+             f"--sweep_algorithms={','.join(args.sweep_algorithms)}`, "
              f"{datetime.date.today().isoformat()}, {os.cpu_count()}-core CPU. One SFT warm-up "
              f"({config.sft.run.train.steps} steps on {config.sft.run.data.tasks_per_category} "
              "oracle dialogs) shared by every run, then each run's RL phase of "
@@ -167,10 +170,6 @@ def summarise(results: list[dict], args) -> str:
         lines.append(f"| {a} | " + " | ".join(
             mean_std([r[k] for r in mine], ".3g" if "variance" in k else ".3f") for k in keys)
             + " |")
-    lines += ["", f"Search cost sweep ({SWEPT}, seeds {','.join(map(str, args.sweep_seeds))}):",
-              "",
-              "| lambda | held-out searches, start | held-out searches, end | end reward | "
-              "rollout searches, last 3 steps |", "|---|---|---|---|---|"]
     fig, axes = plt.subplots(1, len(CURVES), figsize=(4.2 * len(CURVES), 3.4))
     for a in ALGORITHMS:
         dirs = [args.out / cell_name(a, LAMBDA, s) for s in args.seeds]
@@ -183,17 +182,27 @@ def summarise(results: list[dict], args) -> str:
     fig.tight_layout()
     fig.savefig(args.out / "curves.png", dpi=110)
     fig, ax = plt.subplots(figsize=(4.5, 3.4))
-    for lam in LAMBDAS:
-        mine = [r for r in results if r["algorithm"] == SWEPT and r["lambda"] == lam
-                and r["seed"] in args.sweep_seeds]
-        dirs = [args.out / cell_name(SWEPT, lam, s) for s in args.sweep_seeds]
-        recent = curves(dirs, "rollout/env_searches")[-3:]
-        lines.append(f"| {lam:g} | {mean_std([r['start_searches'] for r in mine])} | "
-                     f"{mean_std([r['end_searches'] for r in mine])} | "
-                     f"{mean_std([r['end_reward'] for r in mine])} | "
-                     f"{np.nanmean(recent) if recent.size else float('nan'):.3f} |")
-        ends = [r["end_searches"] for r in mine]
-        ax.errorbar([lam], [np.mean(ends)], yerr=[np.std(ends)], fmt="o", capsize=4)
+    for k, swept in enumerate(args.sweep_algorithms):
+        lines += ["", f"Search cost sweep ({swept}, seeds "
+                  f"{','.join(map(str, args.sweep_seeds))}):", "",
+                  "| lambda | held-out searches, start | held-out searches, end | end reward | "
+                  "rollout searches, last 3 steps |", "|---|---|---|---|---|"]
+        means, stds = [], []
+        for lam in LAMBDAS:
+            mine = [r for r in results if r["algorithm"] == swept and r["lambda"] == lam
+                    and r["seed"] in args.sweep_seeds]
+            dirs = [args.out / cell_name(swept, lam, s) for s in args.sweep_seeds]
+            recent = curves(dirs, "rollout/env_searches")[-3:]
+            lines.append(f"| {lam:g} | {mean_std([r['start_searches'] for r in mine])} | "
+                         f"{mean_std([r['end_searches'] for r in mine])} | "
+                         f"{mean_std([r['end_reward'] for r in mine])} | "
+                         f"{np.nanmean(recent) if recent.size else float('nan'):.3f} |")
+            ends = [r["end_searches"] for r in mine]
+            means.append(np.mean(ends))
+            stds.append(np.std(ends))
+        ax.errorbar(np.array(LAMBDAS) + 0.01 * k, means, yerr=stds, fmt="o-", capsize=4,
+                    label=swept)
+    ax.legend(fontsize=8)
     ax.set_xlabel("search cost lambda")
     ax.set_ylabel("held-out searches per question, end")
     fig.tight_layout()
@@ -206,6 +215,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "experiments/results/ablate_qa")
     parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")],
                         default=[0, 1, 2])
+    parser.add_argument("--sweep_algorithms", type=lambda s: tuple(s.split(",")), default=SWEPT,
+                        help="comma-separated algorithms of the lambda sweep")
     parser.add_argument("--sweep_seeds", type=lambda s: [int(x) for x in s.split(",")],
                         default=None, help="seeds of the lambda sweep (default: --seeds)")
     parser.add_argument("--steps", type=int, default=20, help="RL steps per run")
@@ -217,7 +228,9 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="print the cells and exit")
     args = parser.parse_args()
     args.sweep_seeds = args.sweep_seeds or args.seeds
-    names = [cell_name(*c) for c in cells(args.seeds, args.sweep_seeds)]
+    if set(args.sweep_algorithms) - set(ALGORITHMS):
+        sys.exit(f"unknown --sweep_algorithms {sorted(set(args.sweep_algorithms) - set(ALGORITHMS))}")
+    names = [cell_name(*c) for c in cells(args.seeds, args.sweep_seeds, args.sweep_algorithms)]
     if args.list:
         print("\n".join(names))
         return

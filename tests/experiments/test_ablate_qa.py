@@ -32,14 +32,18 @@ def test_the_grid_compares_algorithms_then_sweeps_lambda(ablate):
     names = [ablate.cell_name(*c) for c in ablate.cells([0, 1, 2], [0])]
     assert len(names) == 5 * 3 + 2 and len(set(names)) == len(names)
     assert names[-2:] == ["grpo_l0_s0", "grpo_l0.3_s0"] and "ppo_l0.1_s2" in names
+    swept = [ablate.cell_name(*c) for c in ablate.cells([0], [0, 1], ("grpo", "rloo"))]
+    assert swept[5:] == ["grpo_l0_s0", "grpo_l0_s1", "grpo_l0.3_s0", "grpo_l0.3_s1",
+                         "rloo_l0_s0", "rloo_l0_s1", "rloo_l0.3_s0", "rloo_l0.3_s1"]
 
 
 def test_summary_tables_and_figures(ablate, tmp_path):
     import json
 
-    args = Namespace(**vars(ARGS), out=tmp_path, seeds=[0, 1], sweep_seeds=[0])
+    args = Namespace(**vars(ARGS), out=tmp_path, seeds=[0, 1], sweep_seeds=[0],
+                     sweep_algorithms=("grpo", "rloo"))
     results = []
-    for algorithm, lam, seed in ablate.cells(args.seeds, args.sweep_seeds):
+    for algorithm, lam, seed in ablate.cells(args.seeds, args.sweep_seeds, args.sweep_algorithms):
         workdir = tmp_path / ablate.cell_name(algorithm, lam, seed)
         workdir.mkdir()
         rows = [{"step": s, "rollout/reward": 0.1 * s, "rollout/env_f1": 0.0,
@@ -53,5 +57,7 @@ def test_summary_tables_and_figures(ablate, tmp_path):
                         "updates": 3})
     table = ablate.summarise(results, args)
     assert "| grpo | 0.900 +- 0.000 |" in table and "| ppo |" in table
-    assert "| 0.3 | 0.700 +- 0.000 | 0.700 +- 0.000 | 0.700 +- 0.000 | 0.700 |" in table
+    for swept in ("grpo", "rloo"):
+        sweep = table.split(f"Search cost sweep ({swept}, seeds 0):")[1]
+        assert "| 0.3 | 0.700 +- 0.000 | 0.700 +- 0.000 | 0.700 +- 0.000 | 0.700 |" in sweep
     assert (tmp_path / "curves.png").exists() and (tmp_path / "lambda.png").exists()
