@@ -9,9 +9,9 @@ query is the question itself, and the answer is the word the retrieved passage s
 model trained from scratch for minutes learns neither, so the warm-up starts from a copy circuit
 written into the random init and kept through it (`sft.run.copy_circuit`: held query/key
 projections, one repeated-token row per batch; RL does not hold it), and the oracle spells its
-answer as the passage does
-(`oracle_spaced_answer`). `--config.env.answer_relations='' --config.env.max_hops=2` gives the
-open questions (names and years), which this model does not answer.
+answer as the passage does (`oracle_spaced_answer`). `--config.env.answer_relations=''
+--config.env.max_hops=2` gives the open questions (names and years), which this model does not
+answer.
 
     python launch/train.py --config=configs/qa_search.py --workdir=runs/qa
     python launch/train.py --config=configs/qa_search.py --config.env.search_cost=0.3 \
