@@ -55,7 +55,7 @@ ALGORITHMS: dict[str, dict[str, object]] = {
 }
 LAMBDA = 0.1  # the search cost of the algorithm comparison
 LAMBDAS = (0.0, 0.1, 0.3)
-SWEPT = ("grpo",)  # the algorithms of the lambda sweep (--sweep_algorithms)
+SWEPT = ("rloo",)  # the algorithms of the lambda sweep (--sweep_algorithms)
 CURVES = (("rollout/reward", "rollout reward"), ("rollout/env_f1", "rollout answer F1"),
           ("rollout/env_searches", "searches per question (rollouts)"),
           ("learner/grad_variance", "gradient-estimate variance"))
@@ -74,12 +74,14 @@ def cell_name(algorithm: str, lam: float, seed: int) -> str:
 
 
 def base_config(args) -> object:
+    """configs/qa_search.py with the flags given (None: the config's value)."""
     config = load_config_file(ROOT / "configs" / "qa_search.py")
-    config.train.steps = args.steps
-    config.train.checkpoint_every = args.steps
-    config.data.tasks_per_category = args.questions
-    config.data.tasks_per_step = args.tasks_per_step
-    config.eval.per_category = args.eval_questions
+    for dotted, value in (("train.steps", args.steps), ("data.tasks_per_category", args.questions),
+                          ("data.tasks_per_step", args.tasks_per_step),
+                          ("eval.per_category", args.eval_questions)):
+        if value is not None:
+            set_field(config, dotted, value)
+    config.train.checkpoint_every = config.train.steps
     return config
 
 
@@ -149,19 +151,19 @@ def summarise(results: list[dict], args) -> str:
     keys = ("start_reward", "end_reward", "reward_gain", "end_exact_match", "end_f1",
             "start_searches", "end_searches", "grad_variance", "grad_variance_rel")
     config = base_config(args)
+    steps, questions = config.train.steps, config.data.tasks_per_category
+    per_step, held_out = config.data.tasks_per_step, config.eval.per_category
     lines = [f"Command: `python experiments/ablate_qa.py --seeds={','.join(map(str, args.seeds))} "
-             f"--steps={args.steps} --questions={args.questions} "
-             f"--tasks_per_step={args.tasks_per_step} --eval_questions={args.eval_questions} "
+             f"--steps={steps} --questions={questions} --tasks_per_step={per_step} "
+             f"--eval_questions={held_out} "
              f"--sweep_seeds={','.join(map(str, args.sweep_seeds))} "
              f"--sweep_algorithms={','.join(args.sweep_algorithms)}`, "
              f"{datetime.date.today().isoformat()}, {os.cpu_count()}-core CPU. One SFT warm-up "
              f"({config.sft.run.train.steps} steps on {config.sft.run.data.tasks_per_category} "
-             "oracle dialogs) shared by every run, then each run's RL phase of "
-             f"{args.steps} steps ({args.tasks_per_step} questions x "
-             f"{config.rollout.group_size} samples each, from {args.questions} training "
-             "questions); greedy evaluation on "
-             f"{args.eval_questions} held-out questions at its start and end; mean +- std over "
-             f"{len(args.seeds)} seeds.", "",
+             f"oracle dialogs) shared by every run, then each run's RL phase of {steps} steps "
+             f"({per_step} questions x {config.rollout.group_size} samples each, from "
+             f"{questions} training questions); greedy evaluation on {held_out} held-out "
+             f"questions at its start and end; mean +- std over {len(args.seeds)} seeds.", "",
              f"Algorithms at lambda = {LAMBDA:g}:", "",
              "| algorithm | " + " | ".join(k.replace("_", " ") for k in keys) + " |",
              "|---|" + "---|" * len(keys)]
@@ -219,10 +221,14 @@ def main() -> None:
                         help="comma-separated algorithms of the lambda sweep")
     parser.add_argument("--sweep_seeds", type=lambda s: [int(x) for x in s.split(",")],
                         default=None, help="seeds of the lambda sweep (default: --seeds)")
-    parser.add_argument("--steps", type=int, default=20, help="RL steps per run")
-    parser.add_argument("--questions", type=int, default=256, help="training questions")
-    parser.add_argument("--tasks_per_step", type=int, default=4)
-    parser.add_argument("--eval_questions", type=int, default=64, help="held-out questions")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="RL steps per run (default: the config's, 100)")
+    parser.add_argument("--questions", type=int, default=None,
+                        help="training questions (default: the config's, 1,024)")
+    parser.add_argument("--tasks_per_step", type=int, default=None,
+                        help="questions per RL step (default: the config's, 8)")
+    parser.add_argument("--eval_questions", type=int, default=None,
+                        help="held-out questions (default: the config's, 64)")
     parser.add_argument("--only", type=lambda s: set(s.split(",")), default=None,
                         help="comma-separated cells (see --list); nothing is summarised")
     parser.add_argument("--list", action="store_true", help="print the cells and exit")

@@ -31,7 +31,7 @@ def test_every_cell_is_a_valid_plan(ablate, algorithm, advantage):
 def test_the_grid_compares_algorithms_then_sweeps_lambda(ablate):
     names = [ablate.cell_name(*c) for c in ablate.cells([0, 1, 2], [0])]
     assert len(names) == 5 * 3 + 2 and len(set(names)) == len(names)
-    assert names[-2:] == ["grpo_l0_s0", "grpo_l0.3_s0"] and "ppo_l0.1_s2" in names
+    assert names[-2:] == ["rloo_l0_s0", "rloo_l0.3_s0"] and "ppo_l0.1_s2" in names
     swept = [ablate.cell_name(*c) for c in ablate.cells([0], [0, 1], ("grpo", "rloo"))]
     assert swept[5:] == ["grpo_l0_s0", "grpo_l0_s1", "grpo_l0.3_s0", "grpo_l0.3_s1",
                          "rloo_l0_s0", "rloo_l0_s1", "rloo_l0.3_s0", "rloo_l0.3_s1"]
@@ -61,3 +61,16 @@ def test_summary_tables_and_figures(ablate, tmp_path):
         sweep = table.split(f"Search cost sweep ({swept}, seeds 0):")[1]
         assert "| 0.3 | 0.700 +- 0.000 | 0.700 +- 0.000 | 0.700 +- 0.000 | 0.700 |" in sweep
     assert (tmp_path / "curves.png").exists() and (tmp_path / "lambda.png").exists()
+
+
+def test_unset_flags_keep_the_configs_values(ablate):
+    from seetjax.train_config import load_config_file
+
+    own = load_config_file(ablate.ROOT / "configs" / "qa_search.py")
+    unset = Namespace(steps=None, questions=None, tasks_per_step=None, eval_questions=None)
+    config = ablate.base_config(unset)
+    fields = ("train.steps", "data.tasks_per_category", "data.tasks_per_step", "eval.per_category")
+    assert [config[f] for f in fields] == [own[f] for f in fields]
+    assert config.train.checkpoint_every == own.train.steps
+    set_ = ablate.base_config(ARGS)
+    assert [set_[f] for f in fields] == [3, 4, 2, 4] and set_.train.checkpoint_every == 3
