@@ -222,7 +222,7 @@ def main() -> None:
     parser.add_argument("--sweep_seeds", type=lambda s: [int(x) for x in s.split(",")],
                         default=None, help="seeds of the lambda sweep (default: --seeds)")
     parser.add_argument("--steps", type=int, default=None,
-                        help="RL steps per run (default: the config's, 150)")
+                        help="RL steps per run (default: the config's, 200)")
     parser.add_argument("--questions", type=int, default=None,
                         help="training questions (default: the config's, 1,024)")
     parser.add_argument("--tasks_per_step", type=int, default=None,
