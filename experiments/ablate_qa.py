@@ -8,12 +8,13 @@ held-out questions (test entities) at the start and at the end of that phase.
     python experiments/ablate_qa.py --out=experiments/results/ablate_qa --seeds=0,1,2
     python experiments/ablate_qa.py --list                      # the grid's cells
     python experiments/ablate_qa.py --only=grpo_l0.1_s0,rloo_l0.1_s1   # some cells (parallel)
+    python experiments/ablate_qa.py --algorithms=rloo --sweep_algorithms=   # a smaller grid
 
 Writes <out>/ablate_qa.csv (one row per run), ablate_qa.md (the tables), curves.png (per
 algorithm, mean over seeds per RL step: rollout reward, answer F1, searches per question and the
-learner's `grad_variance`) and lambda.png (searches per question against lambda). Rerunning after
-an interruption skips finished cells and resumes an unfinished one from its checkpoint; with
---only nothing is summarised (run once more without it when every cell is done).
+learner's `grad_variance`) and, with a sweep, lambda.png (searches per question against lambda).
+Rerunning after an interruption skips finished cells and resumes an unfinished one from its
+checkpoint; with --only nothing is summarised (run once more without it when every cell is done).
 
 `grad_variance` (seetjax.learner.step.gradient_variance): the trace of the covariance of the
 micro-batches' estimates of the update's gradient, M g_k against g = sum_k g_k over the M
@@ -61,10 +62,11 @@ CURVES = (("rollout/reward", "rollout reward"), ("rollout/env_f1", "rollout answ
           ("learner/grad_variance", "gradient-estimate variance"))
 
 
-def cells(seeds: list[int], sweep_seeds: list[int], swept: tuple[str, ...] = SWEPT
-          ) -> list[tuple[str, float, int]]:
-    """(algorithm, lambda, seed) of every run: the comparison, then the sweep's other lambdas."""
-    out = [(a, LAMBDA, s) for a in ALGORITHMS for s in seeds]
+def cells(seeds: list[int], sweep_seeds: list[int], swept: tuple[str, ...] = SWEPT,
+          compared: tuple[str, ...] = tuple(ALGORITHMS)) -> list[tuple[str, float, int]]:
+    """(algorithm, lambda, seed) of every run: the comparison of the `compared` algorithms,
+    then the sweep's other lambdas."""
+    out = [(a, LAMBDA, s) for a in compared for s in seeds]
     return out + [(a, lam, s) for a in swept for lam in LAMBDAS if lam != LAMBDA
                   for s in sweep_seeds]
 
@@ -127,7 +129,7 @@ def share_start(workdir: Path, lam: float, seed: int, args) -> None:
 
 
 def run(args) -> list[dict]:
-    grid = cells(args.seeds, args.sweep_seeds, args.sweep_algorithms)
+    grid = cells(args.seeds, args.sweep_seeds, args.sweep_algorithms, args.algorithms)
     if args.only:
         grid = [c for c in grid if cell_name(*c) in args.only]
     warm = warm_up(base_config(args).sft.run, args.out / "sft")
@@ -155,7 +157,7 @@ def summarise(results: list[dict], args) -> str:
     per_step, held_out = config.data.tasks_per_step, config.eval.per_category
     lines = [f"Command: `python experiments/ablate_qa.py --seeds={','.join(map(str, args.seeds))} "
              f"--steps={steps} --questions={questions} --tasks_per_step={per_step} "
-             f"--eval_questions={held_out} "
+             f"--eval_questions={held_out} --algorithms={','.join(args.algorithms)} "
              f"--sweep_seeds={','.join(map(str, args.sweep_seeds))} "
              f"--sweep_algorithms={','.join(args.sweep_algorithms)}`, "
              f"{datetime.date.today().isoformat()}, {os.cpu_count()}-core CPU. One SFT warm-up "
@@ -167,13 +169,13 @@ def summarise(results: list[dict], args) -> str:
              f"Algorithms at lambda = {LAMBDA:g}:", "",
              "| algorithm | " + " | ".join(k.replace("_", " ") for k in keys) + " |",
              "|---|" + "---|" * len(keys)]
-    for a in ALGORITHMS:
+    for a in args.algorithms:
         mine = [r for r in results if r["algorithm"] == a and r["lambda"] == LAMBDA]
         lines.append(f"| {a} | " + " | ".join(
             mean_std([r[k] for r in mine], ".3g" if "variance" in k else ".3f") for k in keys)
             + " |")
     fig, axes = plt.subplots(1, len(CURVES), figsize=(4.2 * len(CURVES), 3.4))
-    for a in ALGORITHMS:
+    for a in args.algorithms:
         dirs = [args.out / cell_name(a, LAMBDA, s) for s in args.seeds]
         for ax, (key, title) in zip(axes, CURVES):
             ax.plot(np.arange(1, len(c := curves(dirs, key)) + 1), c, label=a, marker=".")
@@ -183,6 +185,8 @@ def summarise(results: list[dict], args) -> str:
     axes[0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(args.out / "curves.png", dpi=110)
+    if not args.sweep_algorithms:
+        return "\n".join(lines) + "\n"
     fig, ax = plt.subplots(figsize=(4.5, 3.4))
     for k, swept in enumerate(args.sweep_algorithms):
         lines += ["", f"Search cost sweep ({swept}, seeds "
@@ -212,13 +216,24 @@ def summarise(results: list[dict], args) -> str:
     return "\n".join(lines) + "\n"
 
 
+def algorithm_list(text: str) -> tuple[str, ...]:
+    """A comma-separated list of ALGORITHMS' names ('' is none)."""
+    names = tuple(n for n in text.split(",") if n)
+    if set(names) - set(ALGORITHMS):
+        raise argparse.ArgumentTypeError(f"unknown {sorted(set(names) - set(ALGORITHMS))}; "
+                                         f"one of {', '.join(ALGORITHMS)}")
+    return names
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "experiments/results/ablate_qa")
     parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")],
                         default=[0, 1, 2])
-    parser.add_argument("--sweep_algorithms", type=lambda s: tuple(s.split(",")), default=SWEPT,
-                        help="comma-separated algorithms of the lambda sweep")
+    parser.add_argument("--algorithms", type=algorithm_list, default=tuple(ALGORITHMS),
+                        help="comma-separated algorithms compared at lambda 0.1 (default: all)")
+    parser.add_argument("--sweep_algorithms", type=algorithm_list, default=SWEPT,
+                        help="comma-separated algorithms of the lambda sweep ('': none)")
     parser.add_argument("--sweep_seeds", type=lambda s: [int(x) for x in s.split(",")],
                         default=None, help="seeds of the lambda sweep (default: --seeds)")
     parser.add_argument("--steps", type=int, default=None,
@@ -234,9 +249,8 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="print the cells and exit")
     args = parser.parse_args()
     args.sweep_seeds = args.sweep_seeds or args.seeds
-    if set(args.sweep_algorithms) - set(ALGORITHMS):
-        sys.exit(f"unknown --sweep_algorithms {sorted(set(args.sweep_algorithms) - set(ALGORITHMS))}")
-    names = [cell_name(*c) for c in cells(args.seeds, args.sweep_seeds, args.sweep_algorithms)]
+    names = [cell_name(*c) for c in cells(args.seeds, args.sweep_seeds, args.sweep_algorithms,
+                                          args.algorithms)]
     if args.list:
         print("\n".join(names))
         return

@@ -41,7 +41,7 @@ def test_summary_tables_and_figures(ablate, tmp_path):
     import json
 
     args = Namespace(**vars(ARGS), out=tmp_path, seeds=[0, 1], sweep_seeds=[0],
-                     sweep_algorithms=("grpo", "rloo"))
+                     sweep_algorithms=("grpo", "rloo"), algorithms=tuple(ablate.ALGORITHMS))
     results = []
     for algorithm, lam, seed in ablate.cells(args.seeds, args.sweep_seeds, args.sweep_algorithms):
         workdir = tmp_path / ablate.cell_name(algorithm, lam, seed)
@@ -74,3 +74,33 @@ def test_unset_flags_keep_the_configs_values(ablate):
     assert config.train.checkpoint_every == own.train.steps
     set_ = ablate.base_config(ARGS)
     assert [set_[f] for f in fields] == [3, 4, 2, 4] and set_.train.checkpoint_every == 3
+
+
+def test_a_smaller_grid_compares_and_sweeps_only_what_it_names(ablate, tmp_path):
+    import argparse
+    import json
+
+    assert ablate.algorithm_list("rloo,grpo") == ("rloo", "grpo") and ablate.algorithm_list("") == ()
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown \\['a2c'\\]"):
+        ablate.algorithm_list("rloo,a2c")
+    grid = ablate.cells([0, 1], [0], (), ("rloo",))
+    assert [ablate.cell_name(*c) for c in grid] == ["rloo_l0.1_s0", "rloo_l0.1_s1"]
+    args = Namespace(**vars(ARGS), out=tmp_path, seeds=[0, 1], sweep_seeds=[0],
+                     sweep_algorithms=(), algorithms=("rloo",))
+    results = []
+    for algorithm, lam, seed in grid:
+        workdir = tmp_path / ablate.cell_name(algorithm, lam, seed)
+        workdir.mkdir()
+        (workdir / "metrics.jsonl").write_text(json.dumps(
+            {"step": 1, "rollout/reward": 0.1, "rollout/env_f1": 0.0, "rollout/env_searches": 1.0,
+             "learner/grad_variance": 0.5, "learner/grad_norm": 1.0}) + "\n")
+        results.append({"algorithm": algorithm, "lambda": lam, "seed": seed,
+                        **{f"{p}_{k}": 0.2 + 0.1 * seed for p in ("start", "end")
+                           for k in ("reward", "exact_match", "f1", "searches")},
+                        "reward_gain": 0.1 * seed, "grad_variance": 0.5,
+                        "grad_variance_rel": 0.5, "updates": 1})
+    table = ablate.summarise(results, args)
+    assert "--algorithms=rloo " in table and "--sweep_algorithms=`" in table
+    assert "| rloo | 0.250 +- 0.050 |" in table and "| grpo |" not in table
+    assert "Search cost sweep" not in table
+    assert (tmp_path / "curves.png").exists() and not (tmp_path / "lambda.png").exists()
