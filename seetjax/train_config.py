@@ -150,7 +150,8 @@ def default_config() -> ml_collections.ConfigDict:
     c.learner = ml_collections.ConfigDict(dict(algorithm="grpo", counterfactual_weight=0.1,
                                                pack_rows=True))
     c.learner.temperature = c.sampling.get_ref("temperature")
-    c.learner.optimizer = ml_collections.ConfigDict(dict(learning_rate=1e-6, max_grad_norm=1.0))
+    c.learner.optimizer = ml_collections.ConfigDict(dict(learning_rate=1e-6, warmup_steps=0,
+                                                         max_grad_norm=1.0))
     c.learner.lora = lora_section()
     c.seet = ml_collections.ConfigDict(dict(enabled=True, start_stage=1, single_stage=False,
                                             max_pairs=8))
