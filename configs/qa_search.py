@@ -72,10 +72,11 @@ def get_config():
     config.learner.loss = dict(kl_coef=0.0)
     # At temperature 1 this model's sampled answers are almost never exact (held-out greedy EM
     # 0.34, sampled ~0.05: one wrong token of a copied name loses the passage); at 0.5 the first
-    # steps' samples are exact 0-9% of the time. Without a warmup, lr >= 2e-5 lost one seed of three within 25 steps (Adam's first
-    # updates are sign-sized in every weight, before any exact answer has been sampled: the policy
-    # learned well-formed wrong answers); a 25-step linear warmup kept it (README, "Longer RL
-    # phases"). lr 1e-4 stopped the policy searching and answering.
+    # steps' samples are exact 0-9% of the time. Without a warmup, lr >= 2e-5 lost one seed of
+    # three within 25 steps (Adam's first updates are sign-sized in every weight, before any exact
+    # answer has been sampled: the policy learned well-formed wrong answers); a 25-step linear
+    # warmup kept it (README, "Longer RL phases"). lr 1e-4 stopped the policy searching and
+    # answering.
     config.sampling.temperature = 0.5
     config.learner.optimizer.learning_rate = 3e-5
     config.learner.optimizer.warmup_steps = 25

@@ -13,8 +13,9 @@ held-out questions (test entities) at the start and at the end of that phase.
 Writes <out>/ablate_qa.csv (one row per run), ablate_qa.md (the tables), curves.png (per
 algorithm, mean over seeds per RL step: rollout reward, answer F1, searches per question and the
 learner's `grad_variance`) and, with a sweep, lambda.png (searches per question against lambda).
-Rerunning after an interruption skips finished cells and resumes an unfinished one from its
-last checkpoint (every `train.checkpoint_every` steps); with --only nothing is summarised (run once more without it when every cell is done).
+Rerunning after an interruption skips finished cells and resumes an unfinished one from its last
+checkpoint (every `train.checkpoint_every` steps); with --only nothing is summarised (run once
+more without it when every cell is done).
 
 `grad_variance` (seetjax.learner.step.gradient_variance): the trace of the covariance of the
 micro-batches' estimates of the update's gradient, M g_k against g = sum_k g_k over the M
