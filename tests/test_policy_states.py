@@ -36,6 +36,7 @@ def run(tmp_path_factory, tokenizer):
     config.multi_agent.separate_params = True
     config.sft.enabled = False
     config.learner.micro_batches = 1
+    config.learner.optimizer.warmup_steps = 0  # the warmup's first step has lr 0: nothing moves
     run = TrainRun(config, tmp_path_factory.mktemp("run"))
     run.tokenizer = tokenizer
     return run
