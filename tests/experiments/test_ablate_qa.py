@@ -1,6 +1,7 @@
 """experiments/ablate_qa.py: every cell is a valid run config with its algorithm and lambda; the
 grid's cells and names."""
 
+import json
 from argparse import Namespace
 from pathlib import Path
 
@@ -37,24 +38,30 @@ def test_the_grid_compares_algorithms_then_sweeps_lambda(ablate):
                          "rloo_l0_s0", "rloo_l0_s1", "rloo_l0.3_s0", "rloo_l0.3_s1"]
 
 
-def test_summary_tables_and_figures(ablate, tmp_path):
-    import json
-
-    args = Namespace(**vars(ARGS), out=tmp_path, seeds=[0, 1], sweep_seeds=[0],
-                     sweep_algorithms=("grpo", "rloo"), algorithms=tuple(ablate.ALGORITHMS))
+def finished_cells(ablate, out: Path, grid, value) -> list[dict]:
+    """Cells of `grid` as if run: three steps of metrics in each workdir under `out`, and results
+    whose every start and end figure is value(lambda, seed)."""
     results = []
-    for algorithm, lam, seed in ablate.cells(args.seeds, args.sweep_seeds, args.sweep_algorithms):
-        workdir = tmp_path / ablate.cell_name(algorithm, lam, seed)
+    for algorithm, lam, seed in grid:
+        workdir = out / ablate.cell_name(algorithm, lam, seed)
         workdir.mkdir()
         rows = [{"step": s, "rollout/reward": 0.1 * s, "rollout/env_f1": 0.0,
                  "rollout/env_searches": 1.0 - lam, "learner/grad_variance": 0.5,
                  "learner/grad_norm": 1.0} for s in (1, 2, 3)]
         (workdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         results.append({"algorithm": algorithm, "lambda": lam, "seed": seed,
-                        **{f"{p}_{k}": 1.0 - lam for p in ("start", "end")
+                        **{f"{p}_{k}": value(lam, seed) for p in ("start", "end")
                            for k in ("reward", "exact_match", "f1", "searches")},
                         "reward_gain": 0.0, "grad_variance": 0.5, "grad_variance_rel": 0.5,
                         "updates": 3})
+    return results
+
+
+def test_summary_tables_and_figures(ablate, tmp_path):
+    args = Namespace(**vars(ARGS), out=tmp_path, seeds=[0, 1], sweep_seeds=[0],
+                     sweep_algorithms=("grpo", "rloo"), algorithms=tuple(ablate.ALGORITHMS))
+    grid = ablate.cells(args.seeds, args.sweep_seeds, args.sweep_algorithms)
+    results = finished_cells(ablate, tmp_path, grid, lambda lam, seed: 1.0 - lam)
     table = ablate.summarise(results, args)
     assert "| grpo | 0.900 +- 0.000 |" in table and "| ppo |" in table
     for swept in ("grpo", "rloo"):
@@ -79,7 +86,6 @@ def test_unset_flags_keep_the_configs_values(ablate):
 
 def test_a_smaller_grid_compares_and_sweeps_only_what_it_names(ablate, tmp_path):
     import argparse
-    import json
 
     assert ablate.algorithm_list("rloo,grpo") == ("rloo", "grpo") and ablate.algorithm_list("") == ()
     with pytest.raises(argparse.ArgumentTypeError, match="unknown \\['a2c'\\]"):
@@ -88,18 +94,7 @@ def test_a_smaller_grid_compares_and_sweeps_only_what_it_names(ablate, tmp_path)
     assert [ablate.cell_name(*c) for c in grid] == ["rloo_l0.1_s0", "rloo_l0.1_s1"]
     args = Namespace(**vars(ARGS), out=tmp_path, seeds=[0, 1], sweep_seeds=[0],
                      sweep_algorithms=(), algorithms=("rloo",))
-    results = []
-    for algorithm, lam, seed in grid:
-        workdir = tmp_path / ablate.cell_name(algorithm, lam, seed)
-        workdir.mkdir()
-        (workdir / "metrics.jsonl").write_text(json.dumps(
-            {"step": 1, "rollout/reward": 0.1, "rollout/env_f1": 0.0, "rollout/env_searches": 1.0,
-             "learner/grad_variance": 0.5, "learner/grad_norm": 1.0}) + "\n")
-        results.append({"algorithm": algorithm, "lambda": lam, "seed": seed,
-                        **{f"{p}_{k}": 0.2 + 0.1 * seed for p in ("start", "end")
-                           for k in ("reward", "exact_match", "f1", "searches")},
-                        "reward_gain": 0.1 * seed, "grad_variance": 0.5,
-                        "grad_variance_rel": 0.5, "updates": 1})
+    results = finished_cells(ablate, tmp_path, grid, lambda lam, seed: 0.2 + 0.1 * seed)
     table = ablate.summarise(results, args)
     assert "--algorithms=rloo " in table and "--sweep_algorithms=`" in table
     assert "| rloo | 0.250 +- 0.050 |" in table and "| grpo |" not in table
