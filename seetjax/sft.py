@@ -203,6 +203,10 @@ def validate(config: ml_collections.ConfigDict) -> None:
     if not isinstance(cap, int) or isinstance(cap, bool) or cap < 0:
         raise ValueError(f"config.data.max_observation_tokens={cap!r}: must be an integer >= 0 "
                          "(0: observations kept whole)")
+    weight = data.final_reply_weight
+    if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not 0 < weight < 1e6:
+        raise ValueError(f"config.data.final_reply_weight={weight!r}: must be a number > 0 (1: "
+                         "the final reply weighs as every other reply token)")
     stage_groups(data)
     check_copy_circuit(config)
     pipeline_config(config, 0, 0)
@@ -264,7 +268,7 @@ class SFTRun:
         if split is None:  # a training stage: the single-turn dialogs join each one
             dialogs = [*dialogs, *self.single_turn]
         examples, formatted = format_dialogs(dialogs, self.tokenizer, data.max_len, data.truncate,
-                                             data.max_observation_tokens)
+                                             data.max_observation_tokens, data.final_reply_weight)
         say(f"{what}: {formatted}")
         self.report[what] = {"data": split or group, "not_converted": failed,
                              "formatted": formatted.formatted, "left_out": formatted.dropped,
@@ -386,5 +390,5 @@ def data_metrics(batch: dict[str, np.ndarray], seen: int, size: int, stage: int
 def eval_loss(scorer: ModelScorer, examples: list[Example]) -> float:
     """Mean token loss over `examples`, every trained token weighted alike."""
     scores = scorer(examples)
-    weights = np.array([max(e.num_trained - int(e.loss_mask[0]), 1) for e in examples])
+    weights = np.array([max(e.num_trained - int(e.loss_mask[0] != 0), 1) for e in examples])
     return float((scores.losses * weights).sum() / weights.sum())

@@ -64,6 +64,9 @@ def default_sft_config() -> ml_collections.ConfigDict:
     # > 0: each tool observation cut to this many tokens and marked, as rollouts show it
     # (`limits.max_observation_tokens` of the RL run the SFT warms up); 0: kept whole
     config.data.max_observation_tokens = 0
+    # The loss weight of each token of a dialog's last reply (its answer), the other reply
+    # tokens weighing 1; a truncated dialog's last kept reply is not its last.
+    config.data.final_reply_weight = 1.0
     config.data.seq_len = 2048  # tokens per row (>= max_len)
     config.data.batch_size = 4  # rows per step over all processes
     config.data.packing = True

@@ -10,6 +10,7 @@ from seetjax.sft import load_single_turn, stage_groups, validate
     ("data.source", "csv", "config.data.source='csv'"),
     ("data.max_len", 4096, "max_len=4096 > seq_len=2048"),
     ("data.max_observation_tokens", -1, "config.data.max_observation_tokens=-1"),
+    ("data.final_reply_weight", 0.0, "config.data.final_reply_weight=0.0"),
     ("data.categories", " ", "no dialogs named"),
     ("data.batch_size", 0, "batch_size=0"),
     ("coreset.strategy", "best", "strategy='best'"),

@@ -20,9 +20,9 @@ Stages, all deterministic in the seed:
 6. Batches of `batch_size / P` rows.
 
 Batch fields, all [rows, seq_len]: `tokens`, `positions` (within the segment), `segment_ids`
-(0 = padding; 1, 2, ... the examples of a row: the model's `attention_mask`), `loss_mask` (f32, 1
-on tokens to train on), `task_ids` (index into TASK_TYPES, -1 on padding) and `replay` (1 on the
-tokens of replayed examples).
+(0 = padding; 1, 2, ... the examples of a row: the model's `attention_mask`), `loss_mask` (f32,
+each trained token's weight, 0 elsewhere), `task_ids` (index into TASK_TYPES, -1 on padding) and
+`replay` (1 on the tokens of replayed examples).
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def _padded_rows(examples: Sequence[Example], rows: int, length: int) -> tuple[n
     for r, e in enumerate(examples):
         tokens[r, :e.num_tokens] = e.tokens
         segments[r, :e.num_tokens] = 1
-        mask[r, :e.num_tokens] = e.loss_mask
+        mask[r, :e.num_tokens] = e.loss_mask != 0  # each trained token once, unweighted
     positions = np.broadcast_to(np.arange(length, dtype=np.int32), (rows, length))
     return tokens, positions, segments, mask
 

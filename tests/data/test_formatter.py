@@ -24,13 +24,29 @@ def test_ids_and_mask_are_the_tokenizers(tokenizer):
     encoded = tokenizer.encode_messages(d.messages, d.tools)
     np.testing.assert_array_equal(example.tokens, encoded.ids)
     np.testing.assert_array_equal(example.loss_mask, encoded.loss_mask)
-    assert example.tokens.dtype == example.loss_mask.dtype == np.int32
+    assert example.tokens.dtype == np.int32 and example.loss_mask.dtype == np.float32
     assert example.loss == 2.5 and not example.truncated
     assert example.task_type == d.task_type == "tool_selection"
     assert example.lexical_diversity == lexical_diversity(d)
     trained = tokenizer.decode(example.tokens[example.loss_mask == 1])
     assert "Folder 0 holds two files.<|im_end|>" in trained
     assert "Please list" not in trained and "a0.txt" not in trained  # user, tool: not trained
+
+
+def test_final_reply_weight_falls_on_the_last_reply_only(tokenizer):
+    d = chat(turns=2)
+    plain = format_dialog(d, tokenizer)
+    weighted = format_dialog(d, tokenizer, final_reply_weight=4.0)
+    last = tokenizer.encode_messages(d.messages).message_ends[-2]  # the last reply starts after
+    np.testing.assert_array_equal(weighted.loss_mask[:last], plain.loss_mask[:last])
+    np.testing.assert_array_equal(weighted.loss_mask[last:], 4.0 * plain.loss_mask[last:])
+    assert tokenizer.decode(weighted.tokens[weighted.loss_mask == 4.0]) == \
+        "Folder 1 holds two files.<|im_end|>"
+    assert weighted.num_trained == plain.num_trained  # a count of tokens, not of weight
+    # a truncated dialog's last kept reply is not its final one: nothing is weighted
+    ends = tokenizer.encode_messages(d.messages).message_ends
+    cut = format_dialog(d, tokenizer, max_len=ends[-2], truncate=True, final_reply_weight=4.0)
+    assert cut.truncated and set(np.unique(cut.loss_mask)) == {0.0, 1.0}
 
 
 def test_long_dialogs_are_dropped_or_cut_at_a_message_boundary(tokenizer):
