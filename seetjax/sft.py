@@ -204,9 +204,10 @@ def validate(config: ml_collections.ConfigDict) -> None:
         raise ValueError(f"config.data.max_observation_tokens={cap!r}: must be an integer >= 0 "
                          "(0: observations kept whole)")
     weight = data.final_reply_weight
-    if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not 0 < weight < 1e6:
-        raise ValueError(f"config.data.final_reply_weight={weight!r}: must be a number > 0 (1: "
-                         "the final reply weighs as every other reply token)")
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not (
+            np.isfinite(weight) and weight > 0):
+        raise ValueError(f"config.data.final_reply_weight={weight!r}: must be a finite number > 0 "
+                         "(1: the final reply weighs as every other reply token)")
     stage_groups(data)
     check_copy_circuit(config)
     pipeline_config(config, 0, 0)
