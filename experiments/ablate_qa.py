@@ -9,6 +9,7 @@ held-out questions (test entities) at the start and at the end of that phase.
     python experiments/ablate_qa.py --list                      # the grid's cells
     python experiments/ablate_qa.py --only=grpo_l0.1_s0,rloo_l0.1_s1   # some cells (parallel)
     python experiments/ablate_qa.py --algorithms=rloo --sweep_algorithms=   # a smaller grid
+    python experiments/ablate_qa.py --config=my_qa.py --out=...  # another warm-up or RL setting
 
 Writes <out>/ablate_qa.csv (one row per run), ablate_qa.md (the tables), curves.png (per
 algorithm, mean over seeds per RL step: rollout reward, answer F1, searches per question and the
@@ -55,6 +56,7 @@ ALGORITHMS: dict[str, dict[str, object]] = {
     "grpo": {"learner.algorithm": "grpo"},
     "ppo": {"learner.algorithm": "ppo"},
 }
+DEFAULT_CONFIG = ROOT / "configs" / "qa_search.py"
 LAMBDA = 0.1  # the search cost of the algorithm comparison
 LAMBDAS = (0.0, 0.1, 0.3)
 SWEPT = ("rloo",)  # the algorithms of the lambda sweep (--sweep_algorithms)
@@ -77,8 +79,9 @@ def cell_name(algorithm: str, lam: float, seed: int) -> str:
 
 
 def base_config(args) -> object:
-    """configs/qa_search.py with the flags given (None: the config's value)."""
-    config = load_config_file(ROOT / "configs" / "qa_search.py")
+    """The --config file (configs/qa_search.py) with the flags given (None: the config's
+    value)."""
+    config = load_config_file(args.config)
     for dotted, value in (("train.steps", args.steps), ("data.tasks_per_category", args.questions),
                           ("data.tasks_per_step", args.tasks_per_step),
                           ("eval.per_category", args.eval_questions)):
@@ -155,7 +158,9 @@ def summarise(results: list[dict], args) -> str:
     config = base_config(args)
     steps, questions = config.train.steps, config.data.tasks_per_category
     per_step, held_out = config.data.tasks_per_step, config.eval.per_category
-    lines = [f"Command: `python experiments/ablate_qa.py --seeds={','.join(map(str, args.seeds))} "
+    own = "" if args.config == DEFAULT_CONFIG else f"--config={args.config} "
+    lines = [f"Command: `python experiments/ablate_qa.py {own}"
+             f"--seeds={','.join(map(str, args.seeds))} "
              f"--steps={steps} --questions={questions} --tasks_per_step={per_step} "
              f"--eval_questions={held_out} --algorithms={','.join(args.algorithms)} "
              f"--sweep_seeds={','.join(map(str, args.sweep_seeds))} "
@@ -228,6 +233,8 @@ def algorithm_list(text: str) -> tuple[str, ...]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "experiments/results/ablate_qa")
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG,
+                        help="the QA run config every cell starts from (its warm-up included)")
     parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")],
                         default=[0, 1, 2])
     parser.add_argument("--algorithms", type=algorithm_list, default=tuple(ALGORITHMS),

@@ -15,7 +15,8 @@ def ablate(experiment):
     return experiment("ablate_qa")
 
 
-ARGS = Namespace(steps=3, questions=4, tasks_per_step=2, eval_questions=4)
+QA_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "qa_search.py"
+ARGS = Namespace(steps=3, questions=4, tasks_per_step=2, eval_questions=4, config=QA_CONFIG)
 
 
 @pytest.mark.parametrize("algorithm, advantage", [
@@ -74,7 +75,8 @@ def test_unset_flags_keep_the_configs_values(ablate):
     from seetjax.train_config import load_config_file
 
     own = load_config_file(ablate.ROOT / "configs" / "qa_search.py")
-    unset = Namespace(steps=None, questions=None, tasks_per_step=None, eval_questions=None)
+    unset = Namespace(steps=None, questions=None, tasks_per_step=None, eval_questions=None,
+                      config=ablate.DEFAULT_CONFIG)
     config = ablate.base_config(unset)
     fields = ("train.steps", "data.tasks_per_category", "data.tasks_per_step", "eval.per_category")
     assert [config[f] for f in fields] == [own[f] for f in fields]
@@ -97,6 +99,32 @@ def test_a_smaller_grid_compares_and_sweeps_only_what_it_names(ablate, tmp_path)
     results = finished_cells(ablate, tmp_path, grid, lambda lam, seed: 0.2 + 0.1 * seed)
     table = ablate.summarise(results, args)
     assert "--algorithms=rloo " in table and "--sweep_algorithms=`" in table
+    assert "--config" not in table  # the default config
     assert "| rloo | 0.250 +- 0.050 |" in table and "| grpo |" not in table
     assert "Search cost sweep" not in table
     assert (tmp_path / "curves.png").exists() and not (tmp_path / "lambda.png").exists()
+
+
+def test_another_config_file_is_every_cells_start(ablate, tmp_path):
+    """--config: the grid runs another QA config (here one whose warm-up averages each row's
+    token mean), and the summary's command names it."""
+    mine = tmp_path / "mine.py"
+    mine.write_text(f"""from seetjax.train_config import load_config_file
+
+
+def get_config():
+    config = load_config_file({str(ablate.DEFAULT_CONFIG)!r})
+    config.sft.run.learner.loss = dict(aggregation="seq-mean-token-mean")
+    config.train.steps = 7
+    return config
+""")
+    unset = Namespace(steps=None, questions=None, tasks_per_step=None, eval_questions=None,
+                      config=mine)
+    config = ablate.base_config(unset)
+    assert config.train.steps == 7
+    assert config.sft.run.learner.loss.aggregation == "seq-mean-token-mean"
+    grid = ablate.cells([0], [0], (), ("rloo",))
+    args = Namespace(**vars(unset), out=tmp_path, seeds=[0], sweep_seeds=[0],
+                     sweep_algorithms=(), algorithms=("rloo",))
+    table = ablate.summarise(finished_cells(ablate, tmp_path, grid, lambda lam, seed: 0.5), args)
+    assert f"--config={mine} --seeds=0 --steps=7 " in table
