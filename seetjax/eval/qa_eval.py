@@ -22,7 +22,8 @@ PARTS = {"exact_match": "EM", "f1": "F1", "format": "format", "searches": "searc
 
 def qa_report(split: str, episodes: Sequence[Episode]) -> dict[str, Any]:
     """The report of finished episodes (JSON-ready): each part's mean (`total` as `reward`),
-    exact match per number of hops, the share cut off, and one entry per episode."""
+    exact match per number of hops, the share cut off, and one entry per episode: its question,
+    gold answers, the answer the policy gave (None: it gave none) and its reward parts."""
     if not episodes:
         raise ValueError(f"qa_report({split!r}): no episodes")
     parts = [e.env_reward() for e in episodes]
@@ -33,7 +34,9 @@ def qa_report(split: str, episodes: Sequence[Episode]) -> dict[str, Any]:
         hops.setdefault(len(e.task.hops), []).append(p["exact_match"])
     out["exact_match_by_hops"] = {str(h): float(np.mean(v)) for h, v in sorted(hops.items())}
     out["truncated"] = float(np.mean([e.truncated for e in episodes]))
-    out["entries"] = [{"id": e.task_id, "exact_match": p["exact_match"], "f1": p["f1"],
+    out["entries"] = [{"id": e.task_id, "question": e.task.question,
+                       "answers": list(e.task.answers), "answered": e.env.answered,
+                       "exact_match": p["exact_match"], "f1": p["f1"],
                        "searches": p["searches"], "reward": p["total"]}
                       for e, p in zip(episodes, parts)]
     return out

@@ -27,6 +27,9 @@ def test_short_qa_search_run_trains_and_reports_qa_metrics(tmp_path, embedded_di
         assert milestone["env"] == "qa_search" and list(milestone["splits"]) == ["test"]
         test = milestone["splits"]["test"]
         assert test["episodes"] == 2 and len(test["entries"]) == 2
+        for entry in test["entries"]:  # what the policy answered, beside the gold answers
+            assert entry["question"].endswith("?") and entry["answers"]
+            assert entry["answered"] is None or isinstance(entry["answered"], str)
         assert 0.0 <= test["exact_match"] <= test["f1"] + 1e-9 <= 1.0 + 1e-9
         assert test["reward"] == pytest.approx(
             0.5 * test["exact_match"] + 0.5 * test["f1"] + 0.1 * test["format"]

@@ -286,6 +286,11 @@ class QASearchEnv:
         return self._require_task()
 
     @property
+    def answered(self) -> str | None:
+        """The text of the episode's answer call as the policy wrote it (None: no answer)."""
+        return self.search_tools.answered
+
+    @property
     def call_format(self) -> str:
         return self.config.call_format
 

@@ -43,7 +43,9 @@ def test_reset_and_a_search(env, task):
 def test_answer_ends_the_episode_and_is_scored(env, task):
     env.reset(task)
     env.step(f"[search(query={task.hops[0].question!r})]")
+    assert env.answered is None
     step = env.step(f"[answer(text={task.answers[-1].upper()!r}), search(query='more')]")
+    assert env.answered == task.answers[-1].upper()  # as written; the reward normalises it
     assert step.done and step.code == StepCode.CLEAN_CALL and step.observations == ()
     assert [r.call.name for r in step.results] == ["answer"]  # the search after it never ran
     (verdict,) = step.verdicts
@@ -63,7 +65,9 @@ def test_plain_text_is_an_answer_without_format_credit(env, task):
     step = env.step(task.answers[0])
     assert step.code == StepCode.NO_CALL and step.done and step.verdicts[0].passed
     assert env.reward().exact_match == 1.0 and env.reward().format == 0.0
+    assert env.answered == task.answers[0]
     env.reset(task)
+    assert env.answered is None
     step = env.step("I do not know.")
     assert not step.verdicts[0].passed and step.verdicts[0].error_type == WRONG_ANSWER
 
@@ -109,6 +113,7 @@ def test_search_past_the_budget_times_out_with_the_penalty(env, task):
     assert step.done and step.timeout and env.search_tools.searches == 3
     assert [r.call.name for r in step.results] == ["search"] and len(step.calls) == 2
     assert step.verdicts[0].error_type == BUDGET_EXCEEDED and not step.verdicts[0].passed
+    assert env.answered is None
     parts = env.reward()
     assert parts.timeout_penalty == 0.5 and parts.total == pytest.approx(-0.5)
 
