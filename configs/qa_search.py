@@ -54,9 +54,14 @@ def get_config():
     sft.tasks_per_category = 3000  # draws of the questions: 1,358 distinct
     sft.max_len = sft.seq_len = 1024
     sft.eval_split = ""
-    # One of each 4 rows is repeated random tokens: as their loss falls on ~1,000 tokens and a
-    # dialog's on ~30, they carry most of the logged loss (and of the gradient).
+    # One of each 4 rows is repeated random tokens: their loss falls on ~1,000 tokens and a
+    # dialog's on ~30, so under the token mean they carried most of the gradient and the first
+    # answer token was a prior (" a", then the induction head copied on from the passage's " a").
+    # Each row's token mean gives the copy rows a quarter of the loss: the answers start with a
+    # word of the asked kind (often the wrong one), which RL can then sample right and reinforce
+    # (README, "The warm-up's loss per row").
     config.sft.run.copy_circuit.install = True
+    config.sft.run.learner.loss = dict(aggregation="seq-mean-token-mean")
     optimizer = config.sft.run.learner.optimizer
     optimizer.learning_rate = 3e-4  # 1e-3 undoes the circuit (README, "copy circuit")
     config.sft.run.train.steps = optimizer.decay_steps = 800
