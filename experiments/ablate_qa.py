@@ -16,7 +16,9 @@ algorithm, mean over seeds per RL step: rollout reward, answer F1, searches per 
 learner's `grad_variance`) and, with a sweep, lambda.png (searches per question against lambda).
 Rerunning after an interruption skips finished cells and resumes an unfinished one from its last
 checkpoint (every `train.checkpoint_every` steps); with --only nothing is summarised (run once
-more without it when every cell is done).
+more without it when every cell is done). A finished cell's `ablation_result.json` holds its
+figures and its curves and is kept in git (the cell's checkpoints and models are not), so a grid
+finished over several sessions is summarised on any machine without training the warm-up again.
 
 `grad_variance` (seetjax.learner.step.gradient_variance): the trace of the covariance of the
 micro-batches' estimates of the update's gradient, M g_k against g = sum_k g_k over the M
@@ -42,7 +44,7 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments"))
-from grid import cached_run, mean_std, set_field, warm_up, write_csv  # noqa: E402
+from grid import cached_run, finished, mean_std, set_field, warm_up, write_csv  # noqa: E402
 
 from seetjax.cache import enable_compilation_cache  # noqa: E402
 from seetjax.plots import read_metrics  # noqa: E402
@@ -118,7 +120,7 @@ def run_cell(algorithm: str, lam: float, seed: int, warm: Path, args) -> dict:
             "reward_gain": end["reward"] - start["reward"],
             "grad_variance": float(np.mean(variance)) if variance else float("nan"),
             "grad_variance_rel": float(np.mean(relative)) if relative else float("nan"),
-            "updates": len(rows)}
+            "updates": len(rows), "curves": step_curves(workdir)}
 
 
 def share_start(workdir: Path, lam: float, seed: int, args) -> None:
@@ -135,18 +137,25 @@ def run(args) -> list[dict]:
     grid = cells(args.seeds, args.sweep_seeds, args.sweep_algorithms, args.algorithms)
     if args.only:
         grid = [c for c in grid if cell_name(*c) in args.only]
-    warm = warm_up(base_config(args).sft.run, args.out / "sft")
+    # Finished cells' results are kept in git (not their models): a grid finished over several
+    # sessions, or on other machines, is summarised without training its warm-up.
+    unfinished = any(finished(args.out / cell_name(*c)) is None for c in grid)
+    warm = warm_up(base_config(args).sft.run, args.out / "sft") if unfinished else None
     return [cached_run(args.out / cell_name(*c), functools.partial(run_cell, *c, warm, args))
             for c in grid]
 
 
-def curves(workdirs: list[Path], key: str) -> np.ndarray:
-    """[steps] the mean over runs of `key` per RL step (nan where no run has it)."""
-    per_run = []
-    for w in workdirs:
-        by_step = {r["step"]: r.get(key, np.nan) for r in read_metrics(w / "metrics.jsonl")
-                   if "rollout/reward" in r}
-        per_run.append([by_step.get(s, np.nan) for s in range(1, max(by_step, default=0) + 1)])
+def step_curves(workdir: Path) -> dict[str, list[float | None]]:
+    """Each of CURVES' metrics per RL step of the run in `workdir` (None: the step has none)."""
+    rows = {r["step"]: r for r in read_metrics(workdir / "metrics.jsonl")
+            if "rollout/reward" in r}
+    return {key: [rows.get(s, {}).get(key) for s in range(1, max(rows, default=0) + 1)]
+            for key, _ in CURVES}
+
+
+def curves(results: list[dict], key: str) -> np.ndarray:
+    """[steps] the mean over runs' results of `key` per RL step (nan where no run has it)."""
+    per_run = [[np.nan if v is None else v for v in r["curves"][key]] for r in results]
     width = max(map(len, per_run), default=0)
     padded = np.array([p + [np.nan] * (width - len(p)) for p in per_run], float)
     return np.nanmean(padded, axis=0) if padded.size else padded
@@ -181,9 +190,9 @@ def summarise(results: list[dict], args) -> str:
             + " |")
     fig, axes = plt.subplots(1, len(CURVES), figsize=(4.2 * len(CURVES), 3.4))
     for a in args.algorithms:
-        dirs = [args.out / cell_name(a, LAMBDA, s) for s in args.seeds]
+        mine = [r for r in results if r["algorithm"] == a and r["lambda"] == LAMBDA]
         for ax, (key, title) in zip(axes, CURVES):
-            ax.plot(np.arange(1, len(c := curves(dirs, key)) + 1), c, label=a, marker=".")
+            ax.plot(np.arange(1, len(c := curves(mine, key)) + 1), c, label=a, marker=".")
             ax.set_title(title)
             ax.set_xlabel("RL step")
     axes[-1].set_yscale("log")
@@ -202,8 +211,7 @@ def summarise(results: list[dict], args) -> str:
         for lam in LAMBDAS:
             mine = [r for r in results if r["algorithm"] == swept and r["lambda"] == lam
                     and r["seed"] in args.sweep_seeds]
-            dirs = [args.out / cell_name(swept, lam, s) for s in args.sweep_seeds]
-            recent = curves(dirs, "rollout/env_searches")[-3:]
+            recent = curves(mine, "rollout/env_searches")[-3:]
             lines.append(f"| {lam:g} | {mean_std([r['start_searches'] for r in mine])} | "
                          f"{mean_std([r['end_searches'] for r in mine])} | "
                          f"{mean_std([r['end_reward'] for r in mine])} | "

@@ -5,6 +5,7 @@ import json
 from argparse import Namespace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from seetjax.train_config import build_plan
@@ -54,8 +55,39 @@ def finished_cells(ablate, out: Path, grid, value) -> list[dict]:
                         **{f"{p}_{k}": value(lam, seed) for p in ("start", "end")
                            for k in ("reward", "exact_match", "f1", "searches")},
                         "reward_gain": 0.0, "grad_variance": 0.5, "grad_variance_rel": 0.5,
-                        "updates": 3})
+                        "updates": 3, "curves": ablate.step_curves(workdir)})
     return results
+
+
+def test_a_cells_curves_are_its_metrics_per_step(ablate, tmp_path):
+    rows = [{"step": 1, "rollout/reward": 0.5, "rollout/env_f1": 0.25,
+             "rollout/env_searches": 1.0},  # no update: no grad variance
+            {"step": 1, "eval/qa_test_f1": 0.9},  # an evaluation's row is not a step's
+            {"step": 3, "rollout/reward": 0.7, "rollout/env_f1": 0.5,
+             "rollout/env_searches": 0.5, "learner/grad_variance": 2.0}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = ablate.step_curves(tmp_path)
+    assert got == {"rollout/reward": [0.5, None, 0.7], "rollout/env_f1": [0.25, None, 0.5],
+                   "rollout/env_searches": [1.0, None, 0.5],
+                   "learner/grad_variance": [None, None, 2.0]}
+    two = [{"curves": got}, {"curves": {**got, "rollout/reward": [0.1, 0.2]}}]
+    np.testing.assert_allclose(ablate.curves(two, "rollout/reward"), [0.3, 0.2, 0.7])
+    assert np.isnan(ablate.curves(two, "learner/grad_variance")[0])
+
+
+def test_a_finished_grid_is_summarised_without_its_warm_up(ablate, tmp_path, monkeypatch):
+    """Finished cells' results (kept in git) are all a summary needs: no warm-up is trained."""
+    grid = ablate.cells([0], [0], (), ("rloo",))
+    for result in finished_cells(ablate, tmp_path, grid, lambda lam, seed: 0.5):
+        name = ablate.cell_name(result["algorithm"], result["lambda"], result["seed"])
+        (tmp_path / name / "ablation_result.json").write_text(json.dumps(result))
+    monkeypatch.setattr(ablate, "warm_up", lambda *a: pytest.fail("trained a warm-up"))
+    args = Namespace(**vars(ARGS), out=tmp_path, seeds=[0], sweep_seeds=[0],
+                     sweep_algorithms=(), algorithms=("rloo",), only=None)
+    (result,) = ablate.run(args)
+    assert result["end_reward"] == 0.5
+    assert result["curves"]["rollout/reward"][2] == pytest.approx(0.3)
+    assert not (tmp_path / "sft").exists()
 
 
 def test_summary_tables_and_figures(ablate, tmp_path):
