@@ -60,7 +60,7 @@ def team_dialogs(section: QASearchRunConfig, max_rounds: int, task: QATask
         env = worker_env(section)
         workers.append(_dialog(f"{TEAM_SOURCE}/{task.id}/worker{round_}", _play(env, sub, section),
                                env, section, task, role="worker", round=round_))
-        answer = env.search_tools.answered
+        answer = env.answered
         if answer is None or not exact_match(answer, sub.answers):
             return None
         coordinator.deliver(answer, env.search_tools.searches)

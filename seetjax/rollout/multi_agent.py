@@ -97,7 +97,7 @@ class Team:
         team = self.env.team_reward(self.coordinator.truncated).total
         self.env.credit = coordinator_credit(team)
         for r, worker in enumerate(self.workers):
-            em = sub_answer_em(worker.env.search_tools.answered, self.hop(r))
+            em = sub_answer_em(worker.env.answered, self.hop(r))
             worker.env.credit = worker_credit(team, em, weight)
 
 
@@ -125,7 +125,7 @@ def role_stats(teams: Sequence[Team]) -> dict[str, float]:
     rounds; the workers per team, their sub-answer EM (over workers with a hop) and searches."""
     workers = [(t, r, w) for t in teams for r, w in enumerate(t.workers)]
     team_parts = [t.env.team_reward(t.coordinator.truncated) for t in teams]
-    scored = [sub_answer_em(w.env.search_tools.answered, t.hop(r)) for t, r, w in workers]
+    scored = [sub_answer_em(w.env.answered, t.hop(r)) for t, r, w in workers]
     scored = [s for s in scored if s is not None]
 
     def mean(values: Sequence[float]) -> float:
@@ -193,7 +193,7 @@ class MultiAgentRollout:
             start = time.perf_counter()
             for (team, _), worker in zip(delegating, workers):
                 team.workers.append(worker)
-                team.env.deliver(worker.env.search_tools.answered,
+                team.env.deliver(worker.env.answered,
                                  worker.env.search_tools.searches)
             for team, completion in zip(live, completions):
                 team.coordinator.reply(completion)
