@@ -22,7 +22,7 @@ from seetjax.data.bfcl_dialogs import assistant_message
 from seetjax.data.dialogs import Dialog
 from seetjax.envs.base import Message, ToolEnv
 from seetjax.envs.qa_search.corpus import QATask
-from seetjax.envs.qa_search.env import QASearchEnv, gold_calls
+from seetjax.envs.qa_search.env import QASearchEnv, oracle_calls
 from seetjax.envs.qa_search.reward import exact_match
 from seetjax.envs.qa_search.run import QASearchRunConfig, load_tasks, make_env
 from seetjax.rollout.coordinator import CoordinatorEnv
@@ -102,7 +102,7 @@ def _play(env: QASearchEnv, task: QATask, section: QASearchRunConfig) -> list[Me
     """The messages of the oracle's episode of `task` in `env`: its opening, each gold call and
     the observations it got."""
     messages = env.reset(task)
-    for call in gold_calls(task, section.oracle_spaced_answer):
+    for call in oracle_calls(task, section):
         message, text = _reply(call, section)
         messages += [message, *env.step(text).observations]
     return messages

@@ -1,6 +1,8 @@
 """The oracle's QA search dialogs (the SFT warm-up of qa_search runs) are valid, pass, and are
 token for token what a rollout of the oracle trains on."""
 
+import dataclasses
+
 import pytest
 
 from seetjax.data.dialogs import Dialog
@@ -26,6 +28,16 @@ def test_oracle_dialogs_are_valid_and_each_search_is_a_hop():
         assert len(replies) == d.metadata["hops"] + 1
         assert all(r.startswith("[search(") for r in replies[:-1])
         assert replies[-1].startswith("[answer(")
+
+
+def test_a_rechecking_oracle_dialog_searches_the_last_hop_twice():
+    section = dataclasses.replace(SECTION, oracle_recheck=1.0)
+    dialogs, failed = oracle_dialogs(section, "train", 4)
+    assert len(dialogs) == 4 and not failed
+    for d in dialogs:
+        replies = [m["content"] for m in d.messages if m["role"] == "assistant"]
+        assert len(replies) == d.metadata["hops"] + 2 and replies[-3] == replies[-2]
+        assert replies[-2].startswith("[search(") and replies[-1].startswith("[answer(")
 
 
 def test_oracle_dialogs_are_what_rollouts_train_on(tokenizer):

@@ -1,14 +1,15 @@
 """The oracle policy: searches each hop's gold sub-question, then answers the last hop's answer.
 
-It is the upper bound the environment allows (a question of h hops takes exactly h searches) and
-the source of demonstration trajectories. Replies are written in the environment's call format.
+It is the upper bound the environment allows (a question of h hops takes exactly h searches; one
+more where `QASearchConfig.oracle_recheck` draws the task) and the source of demonstration
+trajectories. Replies are written in the environment's call format.
 """
 
 from __future__ import annotations
 
 from seetjax.envs.base import StepResult
 from seetjax.envs.qa_search.corpus import QATask
-from seetjax.envs.qa_search.env import QASearchEnv, gold_calls
+from seetjax.envs.qa_search.env import QASearchEnv, oracle_calls
 from seetjax.tools.calls import ToolCall
 
 
@@ -18,7 +19,7 @@ def render_call(call: ToolCall, call_format: str) -> str:
 
 
 def play_oracle(env: QASearchEnv, task: QATask) -> list[StepResult]:
-    """Plays `task` in `env` with the gold calls, one reply each; returns the steps."""
+    """Plays `task` in `env` with the oracle's calls (`oracle_calls`), one reply each; returns
+    the steps."""
     env.reset(task)
-    calls = gold_calls(task, env.config.oracle_spaced_answer)
-    return [env.step(render_call(call, env.call_format)) for call in calls]
+    return [env.step(render_call(call, env.call_format)) for call in oracle_calls(task, env.config)]

@@ -1,10 +1,17 @@
 """The oracle policy: with the gold hop queries, EM = 1 in exactly as many searches as hops."""
 
+from pathlib import Path
+
+import pytest
+
 from seetjax.envs.base import StepCode
-from seetjax.envs.qa_search.env import QASearchConfig, QASearchEnv
+from seetjax.envs.qa_search.env import QASearchConfig, QASearchEnv, gold_calls, oracle_calls
 from seetjax.envs.qa_search.oracle import play_oracle
 from seetjax.envs.qa_search.reward import exact_match
 from seetjax.envs.qa_search.web_search import load_web_search
+from seetjax.train_config import build_plan, load_config_file
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _check_oracle(env, task):
@@ -59,3 +66,39 @@ def test_oracle_on_web_search():
             consistent += 1
             assert parts.exact_match == 1.0
     assert consistent == 78
+
+
+def test_a_rechecking_oracle_repeats_the_last_search_of_the_drawn_share(world_retriever, world):
+    tasks = world.questions("train", 60)
+    assert oracle_calls(tasks[0], QASearchConfig()) == gold_calls(tasks[0])
+    env = QASearchEnv(world_retriever, QASearchConfig(oracle_recheck=1.0))
+    for task in tasks[:8]:
+        steps = play_oracle(env, task)
+        assert env.reward().exact_match == 1.0 and env.reward().searches == task.num_hops + 1
+        # the repeat is the last hop's search again, and it finds what that one did
+        assert steps[-2].observations[0]["content"].split("\n", 1)[1] == \
+            steps[-3].observations[0]["content"].split("\n", 1)[1]
+        assert env.trace().ground_truth == (gold_calls(task),)  # the gold never rechecks
+    half = QASearchConfig(oracle_recheck=0.5)
+    drawn = [len(oracle_calls(t, half)) > len(gold_calls(t)) for t in tasks]
+    assert 15 <= sum(drawn) <= 45  # a binomial(60, 0.5) draw, beyond 4 std of 30 otherwise
+    assert drawn == [len(oracle_calls(t, half)) > len(gold_calls(t)) for t in tasks]
+    # a higher share rechecks a superset of the tasks
+    more = [len(oracle_calls(t, QASearchConfig(oracle_recheck=0.8))) > len(gold_calls(t))
+            for t in tasks]
+    assert all(m for d, m in zip(drawn, more) if d) and sum(more) > sum(drawn)
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.5, True, "half"])
+def test_oracle_recheck_outside_the_unit_interval_names_the_field(value):
+    with pytest.raises(ValueError, match="oracle_recheck"):
+        QASearchConfig(oracle_recheck=value)
+
+
+def test_the_recheck_config_shares_its_env_section_with_the_warm_up():
+    config = load_config_file(ROOT / "configs" / "qa_search_recheck.py")
+    assert build_plan(config).rollout.env.oracle_recheck == 0.6
+    assert config.sft.run.data.qa_search.oracle_recheck == 0.6  # the demonstrations recheck
+    config.env.oracle_recheck = 2.0
+    with pytest.raises(ValueError, match=r"oracle_recheck=2\.0"):
+        build_plan(config)
