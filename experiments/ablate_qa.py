@@ -157,8 +157,9 @@ def curves(results: list[dict], key: str) -> np.ndarray:
     """[steps] the mean over runs' results of `key` per RL step (nan where no run has it)."""
     per_run = [[np.nan if v is None else v for v in r["curves"][key]] for r in results]
     width = max(map(len, per_run), default=0)
-    padded = np.array([p + [np.nan] * (width - len(p)) for p in per_run], float)
-    return np.nanmean(padded, axis=0) if padded.size else padded
+    padded = np.array([p + [np.nan] * (width - len(p)) for p in per_run], float).reshape(-1, width)
+    counts = np.isfinite(padded).sum(axis=0)
+    return np.where(counts > 0, np.nansum(padded, axis=0) / np.maximum(counts, 1), np.nan)
 
 
 def summarise(results: list[dict], args) -> str:
@@ -276,10 +277,17 @@ def main() -> None:
     results = run(args)
     if args.only:
         return
-    write_csv(results, args.out / "ablate_qa.csv")
+    print(write_summary(results, args))
+
+
+def write_summary(results: list[dict], args) -> str:
+    """<out>/ablate_qa.csv (a row per run; the curves stay in each cell's ablation_result.json),
+    ablate_qa.md and the figures; returns the tables."""
+    write_csv([{k: v for k, v in r.items() if k != "curves"} for r in results],
+              args.out / "ablate_qa.csv")
     table = summarise(results, args)
     (args.out / "ablate_qa.md").write_text(table)
-    print(table)
+    return table
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """experiments/ablate_qa.py: every cell is a valid run config with its algorithm and lambda; the
 grid's cells and names."""
 
+import csv
 import json
 from argparse import Namespace
 from pathlib import Path
@@ -95,8 +96,12 @@ def test_summary_tables_and_figures(ablate, tmp_path):
                      sweep_algorithms=("grpo", "rloo"), algorithms=tuple(ablate.ALGORITHMS))
     grid = ablate.cells(args.seeds, args.sweep_seeds, args.sweep_algorithms)
     results = finished_cells(ablate, tmp_path, grid, lambda lam, seed: 1.0 - lam)
-    table = ablate.summarise(results, args)
+    table = ablate.write_summary(results, args)
     assert "| grpo | 0.900 +- 0.000 |" in table and "| ppo |" in table
+    assert (tmp_path / "ablate_qa.md").read_text() == table
+    with open(tmp_path / "ablate_qa.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(results) and "curves" not in rows[0] and "reward_gain" in rows[0]
     for swept in ("grpo", "rloo"):
         sweep = table.split(f"Search cost sweep ({swept}, seeds 0):")[1]
         assert "| 0.3 | 0.700 +- 0.000 | 0.700 +- 0.000 | 0.700 +- 0.000 | 0.700 |" in sweep
