@@ -22,7 +22,8 @@ from seetjax.data.bfcl_dialogs import assistant_message
 from seetjax.data.dialogs import Dialog
 from seetjax.envs.base import Message, ToolEnv
 from seetjax.envs.qa_search.corpus import QATask
-from seetjax.envs.qa_search.env import QASearchEnv, oracle_calls
+from seetjax.envs.qa_search.env import QASearchEnv
+from seetjax.envs.qa_search.oracle import oracle_calls
 from seetjax.envs.qa_search.reward import exact_match
 from seetjax.envs.qa_search.run import QASearchRunConfig, load_tasks, make_env
 from seetjax.rollout.coordinator import CoordinatorEnv

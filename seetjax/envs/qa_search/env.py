@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import random
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -68,10 +67,10 @@ class QASearchConfig:
       oracle team's dialogs a worker's spaced answer reaches the coordinator as it is, and the
       coordinator's final answer repeats it.
     oracle_recheck: the share of the oracle's demonstrations (a seeded draw per task,
-      `oracle_calls`) that run the last hop's search once more before answering. That search is
-      redundant: it returns what the first one did. It stands for the over-searching an SFT
-      teacher passes on, which the search cost should price away (README, "QA search").
-      The gold calls of a trace never recheck.
+      `oracle.oracle_calls`) that run the last hop's search once more before answering. That
+      search is redundant: it returns what the first one did. It stands for the over-searching an
+      SFT teacher passes on, which the search cost should price away (README, "QA search"). The
+      gold calls of a trace never recheck.
     """
 
     prompt_style: str = "compact"
@@ -175,17 +174,6 @@ def gold_calls(task: QATask, spaced_answer: bool = False) -> tuple[ToolCall, ...
     answer = task.hops[-1].answer if task.hops else task.answers[0]
     return (*(ToolCall("search", {"query": hop.question}) for hop in task.hops),
             ToolCall("answer", {"text": f" {answer}" if spaced_answer else answer}))
-
-
-def oracle_calls(task: QATask, config: QASearchConfig) -> tuple[ToolCall, ...]:
-    """The oracle's demonstration of `task`: its `gold_calls`, with the last search repeated
-    before the answer for `config.oracle_recheck` of the tasks (drawn from the task id, so a task
-    is rechecked in every demonstration or in none)."""
-    calls = gold_calls(task, config.oracle_spaced_answer)
-    draw = random.Random(f"oracle_recheck:{task.id}").random()
-    if len(calls) < 2 or draw >= config.oracle_recheck:
-        return calls
-    return (*calls[:-1], calls[-2], calls[-1])
 
 
 class SearchTools:

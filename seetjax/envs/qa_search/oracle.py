@@ -7,15 +7,28 @@ trajectories. Replies are written in the environment's call format.
 
 from __future__ import annotations
 
+import random
+
 from seetjax.envs.base import StepResult
 from seetjax.envs.qa_search.corpus import QATask
-from seetjax.envs.qa_search.env import QASearchEnv, oracle_calls
+from seetjax.envs.qa_search.env import QASearchConfig, QASearchEnv, gold_calls
 from seetjax.tools.calls import ToolCall
 
 
 def render_call(call: ToolCall, call_format: str) -> str:
     """One call as a reply: `[name(arg=...)]` (python) or a `<tool_call>` block (hermes)."""
     return f"[{call.to_python()}]" if call_format == "python" else call.to_hermes()
+
+
+def oracle_calls(task: QATask, config: QASearchConfig) -> tuple[ToolCall, ...]:
+    """The oracle's demonstration of `task`: its `gold_calls`, with the last search repeated
+    before the answer for `config.oracle_recheck` of the tasks (drawn from the task id, so a task
+    is rechecked in every demonstration or in none)."""
+    calls = gold_calls(task, config.oracle_spaced_answer)
+    draw = random.Random(f"oracle_recheck:{task.id}").random()
+    if len(calls) < 2 or draw >= config.oracle_recheck:
+        return calls
+    return (*calls[:-1], calls[-2], calls[-1])
 
 
 def play_oracle(env: QASearchEnv, task: QATask) -> list[StepResult]:

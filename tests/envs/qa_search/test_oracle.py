@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from seetjax.envs.base import StepCode
-from seetjax.envs.qa_search.env import QASearchConfig, QASearchEnv, gold_calls, oracle_calls
-from seetjax.envs.qa_search.oracle import play_oracle
+from seetjax.envs.qa_search.env import QASearchConfig, QASearchEnv, gold_calls
+from seetjax.envs.qa_search.oracle import oracle_calls, play_oracle
 from seetjax.envs.qa_search.reward import exact_match
 from seetjax.envs.qa_search.web_search import load_web_search
 from seetjax.train_config import build_plan, load_config_file
