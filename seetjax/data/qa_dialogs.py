@@ -100,8 +100,8 @@ def _reply(call: ToolCall, section: QASearchRunConfig) -> tuple[dict, str]:
 
 
 def _play(env: QASearchEnv, task: QATask, section: QASearchRunConfig) -> list[Message]:
-    """The messages of the oracle's episode of `task` in `env`: its opening, each gold call and
-    the observations it got."""
+    """The messages of the oracle's episode of `task` in `env`: its opening, each of its calls
+    (`oracle_calls`) and the observations it got."""
     messages = env.reset(task)
     for call in oracle_calls(task, section):
         message, text = _reply(call, section)

@@ -23,10 +23,12 @@ def render_call(call: ToolCall, call_format: str) -> str:
 def oracle_calls(task: QATask, config: QASearchConfig) -> tuple[ToolCall, ...]:
     """The oracle's demonstration of `task`: its `gold_calls`, with the last search repeated
     before the answer for `config.oracle_recheck` of the tasks (drawn from the task id, so a task
-    is rechecked in every demonstration or in none)."""
+    is rechecked in every demonstration or in none) where the search budget and the step limit
+    leave room for it."""
     calls = gold_calls(task, config.oracle_spaced_answer)
     draw = random.Random(f"oracle_recheck:{task.id}").random()
-    if len(calls) < 2 or draw >= config.oracle_recheck:
+    room = len(calls) <= config.search_budget and len(calls) < config.max_steps
+    if len(calls) < 2 or not room or draw >= config.oracle_recheck:
         return calls
     return (*calls[:-1], calls[-2], calls[-1])
 

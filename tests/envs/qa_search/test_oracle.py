@@ -87,6 +87,13 @@ def test_a_rechecking_oracle_repeats_the_last_search_of_the_drawn_share(world_re
     more = [len(oracle_calls(t, QASearchConfig(oracle_recheck=0.8))) > len(gold_calls(t))
             for t in tasks]
     assert all(m for d, m in zip(drawn, more) if d) and sum(more) > sum(drawn)
+    # no recheck where it would run past the search budget or the step limit
+    (one_hop,) = [t for t in tasks if t.num_hops == 1][:1]
+    for tight in (QASearchConfig(oracle_recheck=1.0, search_budget=1),
+                  QASearchConfig(oracle_recheck=1.0, max_steps=2)):
+        assert oracle_calls(one_hop, tight) == gold_calls(one_hop)
+    assert len(oracle_calls(one_hop, QASearchConfig(oracle_recheck=1.0, search_budget=2,
+                                                    max_steps=3))) == 3
 
 
 @pytest.mark.parametrize("value", [-0.1, 1.5, True, "half"])
