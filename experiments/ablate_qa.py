@@ -12,8 +12,9 @@ held-out questions (test entities) at the start and at the end of that phase.
     python experiments/ablate_qa.py --config=my_qa.py --out=...  # another warm-up or RL setting
 
 Writes <out>/ablate_qa.csv (one row per run), ablate_qa.md (the tables), curves.png (per
-algorithm, mean over seeds per RL step: rollout reward, answer F1, searches per question and the
-learner's `grad_variance`) and, with a sweep, lambda.png (searches per question against lambda).
+algorithm, mean over seeds per RL step, then over the last 10 steps: rollout reward, answer F1,
+searches per question and the learner's `grad_variance`) and, with a sweep, lambda.png (searches
+per question against lambda).
 Rerunning after an interruption skips finished cells and resumes an unfinished one from its last
 checkpoint (every `train.checkpoint_every` steps); with --only nothing is summarised (run once
 more without it when every cell is done). A finished cell's `ablation_result.json` holds its
@@ -62,6 +63,7 @@ DEFAULT_CONFIG = ROOT / "configs" / "qa_search.py"
 LAMBDA = 0.1  # the search cost of the algorithm comparison
 LAMBDAS = (0.0, 0.1, 0.3)
 SWEPT = ("rloo",)  # the algorithms of the lambda sweep (--sweep_algorithms)
+SMOOTHING = 10  # curves.png: each step's value is the mean over it and the 9 before it
 CURVES = (("rollout/reward", "rollout reward"), ("rollout/env_f1", "rollout answer F1"),
           ("rollout/env_searches", "searches per question (rollouts)"),
           ("learner/grad_variance", "gradient-estimate variance"))
@@ -162,6 +164,17 @@ def curves(results: list[dict], key: str) -> np.ndarray:
     return np.where(counts > 0, np.nansum(padded, axis=0) / np.maximum(counts, 1), np.nan)
 
 
+def trailing_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """Each step's mean of the finite values among it and the `window - 1` steps before it (nan
+    where there are none): the figure's smoothing, as a single step's batch is a few questions."""
+    finite = np.isfinite(values)
+    sums = np.cumsum(np.where(finite, values, 0.0))
+    counts = np.cumsum(finite)
+    sums[window:] = sums[window:] - sums[:-window]
+    counts[window:] = counts[window:] - counts[:-window]
+    return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
 def summarise(results: list[dict], args) -> str:
     keys = ("start_reward", "end_reward", "reward_gain", "end_exact_match", "end_f1",
             "start_searches", "end_searches", "grad_variance", "grad_variance_rel")
@@ -193,8 +206,9 @@ def summarise(results: list[dict], args) -> str:
     for a in args.algorithms:
         mine = [r for r in results if r["algorithm"] == a and r["lambda"] == LAMBDA]
         for ax, (key, title) in zip(axes, CURVES):
-            ax.plot(np.arange(1, len(c := curves(mine, key)) + 1), c, label=a, marker=".")
-            ax.set_title(title)
+            c = trailing_mean(curves(mine, key), SMOOTHING)
+            ax.plot(np.arange(1, len(c) + 1), c, label=a)
+            ax.set_title(f"{title}, mean of {SMOOTHING} steps")
             ax.set_xlabel("RL step")
     axes[-1].set_yscale("log")
     axes[0].legend(fontsize=8)

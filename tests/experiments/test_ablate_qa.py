@@ -76,6 +76,14 @@ def test_a_cells_curves_are_its_metrics_per_step(ablate, tmp_path):
     assert np.isnan(ablate.curves(two, "learner/grad_variance")[0])
 
 
+def test_the_figure_smooths_each_step_over_the_finite_values_of_its_window(ablate):
+    values = np.array([1.0, np.nan, 3.0, 5.0, np.nan, np.nan, np.nan])
+    np.testing.assert_allclose(ablate.trailing_mean(values, 2),
+                               [1.0, 1.0, 3.0, 4.0, 5.0, np.nan, np.nan])
+    np.testing.assert_allclose(ablate.trailing_mean(values, 3), [1.0, 1.0, 2.0, 4.0, 4.0, 5.0,
+                                                                 np.nan])
+
+
 def test_a_finished_grid_is_summarised_without_its_warm_up(ablate, tmp_path, monkeypatch):
     """Finished cells' results (kept in git) are all a summary needs: no warm-up is trained."""
     grid = ablate.cells([0], [0], (), ("rloo",))
