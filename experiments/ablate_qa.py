@@ -45,7 +45,7 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments"))
-from grid import cached_run, finished, mean_std, set_field, warm_up, write_csv  # noqa: E402
+from grid import cached_run, finished, mean_std, set_field, trailing_mean, warm_up, write_csv  # noqa: E402
 
 from seetjax.cache import enable_compilation_cache  # noqa: E402
 from seetjax.plots import read_metrics  # noqa: E402
@@ -162,17 +162,6 @@ def curves(results: list[dict], key: str) -> np.ndarray:
     padded = np.array([p + [np.nan] * (width - len(p)) for p in per_run], float).reshape(-1, width)
     counts = np.isfinite(padded).sum(axis=0)
     return np.where(counts > 0, np.nansum(padded, axis=0) / np.maximum(counts, 1), np.nan)
-
-
-def trailing_mean(values: np.ndarray, window: int) -> np.ndarray:
-    """Each step's mean of the finite values among it and the `window - 1` steps before it (nan
-    where there are none): the figure's smoothing, as a single step's batch is a few questions."""
-    finite = np.isfinite(values)
-    sums = np.cumsum(np.where(finite, values, 0.0))
-    counts = np.cumsum(finite)
-    sums[window:] = sums[window:] - sums[:-window]
-    counts[window:] = counts[window:] - counts[:-window]
-    return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
 def summarise(results: list[dict], args) -> str:

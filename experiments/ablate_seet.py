@@ -61,6 +61,7 @@ from grid import (  # noqa: E402
     run_cells,
     set_field,
     shard,
+    trailing_mean,
     warm_up,
     write_csv,
 )
@@ -211,14 +212,6 @@ def start_of_rl(args, runs: list[dict]) -> str:
 def rl_rows(rows: list[dict]) -> list[dict]:
     """The RL steps' rows of a metrics.jsonl (not the evaluations')."""
     return [r for r in rows if "rollout/cumulative_policy_tokens" in r]
-
-
-def trailing_mean(values: np.ndarray, window: int) -> np.ndarray:
-    """Element i: the mean of values[i - window + 1 : i + 1] (fewer at the start)."""
-    sums = np.cumsum(np.concatenate([[0.0], values]))
-    ends = np.arange(1, len(values) + 1)
-    starts = np.maximum(ends - window, 0)
-    return (sums[ends] - sums[starts]) / (ends - starts)
 
 
 def curve(rows: list[dict], window: int, episodes_per_step: int) -> dict[str, np.ndarray]:

@@ -157,6 +157,18 @@ def mean_std(values: Sequence[float], fmt: str = ".3f") -> str:
     return f"{v.mean():{fmt}} +- {v.std():{fmt}}" if v.size else "-"
 
 
+def trailing_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """Element i: the mean of the finite values among values[i - window + 1 : i + 1] (fewer at
+    the start; nan where there are none). Curves are smoothed with it, as one RL step's batch is
+    a few questions."""
+    finite = np.isfinite(values)
+    sums = np.cumsum(np.where(finite, values, 0.0))
+    counts = np.cumsum(finite)
+    sums[window:] = sums[window:] - sums[:-window]
+    counts[window:] = counts[window:] - counts[:-window]
+    return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
 def write_csv(rows: Sequence[dict], path: Path) -> None:
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))

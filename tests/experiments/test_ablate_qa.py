@@ -82,6 +82,9 @@ def test_the_figure_smooths_each_step_over_the_finite_values_of_its_window(ablat
                                [1.0, 1.0, 3.0, 4.0, 5.0, np.nan, np.nan])
     np.testing.assert_allclose(ablate.trailing_mean(values, 3), [1.0, 1.0, 2.0, 4.0, 4.0, 5.0,
                                                                  np.nan])
+    # without gaps: each window's plain mean, fewer values at the start
+    np.testing.assert_allclose(ablate.trailing_mean(np.array([2.0, 4.0, 6.0, 8.0]), 2),
+                               [2.0, 3.0, 5.0, 7.0])
 
 
 def test_a_finished_grid_is_summarised_without_its_warm_up(ablate, tmp_path, monkeypatch):
