@@ -41,6 +41,9 @@ class Divergence:
     missing_keys: tuple[str, ...] = ()  # argument names the anchor passes and the failed call not
     extra_keys: tuple[str, ...] = ()  # argument names only the failed call passes
     changed_keys: tuple[str, ...] = ()  # passed by both, with different values
+    # Position of `anchor` in the anchor sequence (None: extra_call, or not known). Identity
+    # matching pairs calls out of order, so it can differ from `index`.
+    anchor_index: int | None = dataclasses.field(default=None, compare=False)
 
     @property
     def diagnosis(self) -> str:
@@ -65,6 +68,7 @@ class Divergence:
         return {"index": self.index, "kind": self.kind,
                 "failed": None if self.failed is None else self.failed.to_json(),
                 "anchor": None if self.anchor is None else self.anchor.to_json(),
+                "anchor_index": self.anchor_index,
                 "missing_keys": list(self.missing_keys), "extra_keys": list(self.extra_keys),
                 "changed_keys": list(self.changed_keys), "diagnosis": self.diagnosis}
 
@@ -104,27 +108,46 @@ def first_divergence(failed_calls: Sequence[CallLike], anchor_calls: Sequence[Ca
     anchor = [as_call(c, schema) for c in anchor_calls]
     keys_f = [_call_key(c, strings) for c in failed]
     keys_a = [_call_key(c, strings) for c in anchor]
-    partner: dict[int, int] = {}  # anchor index -> failed index matched by identity
-    if match == "identity":
-        for i, key in enumerate(keys_f):
-            j = next((j for j, k in enumerate(keys_a) if k == key and j not in partner), None)
-            if j is not None:
-                partner[j] = i
-    elif match != "position":
+    if match not in ("identity", "position"):
         raise ValueError(f"match must be 'identity' or 'position', got {match!r}")
+    # anchor index -> failed index matched by identity
+    partner = _identity_partners(keys_f, keys_a) if match == "identity" else {}
     free_f = [i for i in range(len(failed)) if i not in partner.values()]
     free_a = [j for j in range(len(anchor)) if j not in partner]
     found: list[tuple[int, int, Divergence]] = []  # (index, tie-break, divergence)
     for i, j in zip(free_f, free_a):
         partner[j] = i
         if keys_f[i] != keys_a[j]:
-            found.append((i, 0, _pair_divergence(i, failed[i], anchor[j], strings)))
+            found.append((i, 0, dataclasses.replace(
+                _pair_divergence(i, failed[i], anchor[j], strings), anchor_index=j)))
     found += [(i, 0, Divergence(i, "extra_call", failed[i], None))
               for i in free_f[len(free_a):]]
     for j in free_a[len(free_f):]:
         index = max((partner[k] + 1 for k in range(j) if k in partner), default=0)
-        found.append((index, 1, Divergence(index, "missing_call", None, anchor[j])))
+        found.append((index, 1, Divergence(index, "missing_call", None, anchor[j],
+                                           anchor_index=j)))
     return min(found, key=lambda x: x[:2])[2] if found else None
+
+
+def made_anchor_calls(calls: Sequence[CallLike], anchor_calls: Sequence[CallLike],
+                      schema: Mapping[str, ToolSchema] | None = None,
+                      strings: StringNormalisation = "exact") -> set[int]:
+    """Positions of the anchor calls that `calls` already made, matched as `first_divergence`
+    matches by identity (each call takes the first unmatched equal anchor call)."""
+    keys_f = [_call_key(as_call(c, schema), strings) for c in calls]
+    keys_a = [_call_key(as_call(c, schema), strings) for c in anchor_calls]
+    return set(_identity_partners(keys_f, keys_a))
+
+
+def _identity_partners(keys_f: Sequence[Any], keys_a: Sequence[Any]) -> dict[int, int]:
+    """Anchor index -> failed index: each failed call, in order, to the first unmatched anchor
+    call with an equal key."""
+    partner: dict[int, int] = {}
+    for i, key in enumerate(keys_f):
+        j = next((j for j, k in enumerate(keys_a) if k == key and j not in partner), None)
+        if j is not None:
+            partner[j] = i
+    return partner
 
 
 def _pair_divergence(index: int, f: ToolCall, a: ToolCall,

@@ -5,8 +5,10 @@ anchor; the reply that made (or, for a missing call, failed to make) that call i
 Both lines are the calls that actually executed, in order: a retried attempt's calls that ran
 (training_context "mask" or "keep") are part of the turn's state, so they are part of its line;
 intercepted calls and the calls of an attempt whose effects were undone ("drop") are not. The
-record pairs the failed step with the anchor step the policy should have produced instead, both
-after the same shared prefix (the failed episode's training sequence up to the failed step).
+record pairs the failed step with the reply the policy should have produced instead, both after the
+same shared prefix (the failed episode's training sequence up to the failed step). That target is
+aligned by call, not by reply: the anchor's calls not yet made, through the anchor step that holds
+the corrected call, so it contains the corrected call however either side grouped its calls.
 Failed attempts that were retried or intercepted are negatives too: each whose proposed calls
 depart from the anchor becomes a record against it. Records feed the counterfactual loss and
 `counterfactual_records.jsonl`; they never change a reward.
@@ -17,11 +19,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from seetjax.seet.anchors import Anchor
-from seetjax.seet.fpld import Divergence, first_divergence
+from seetjax.seet.fpld import Divergence, first_divergence, made_anchor_calls
 from seetjax.tools.calls import ToolCall
 
 
@@ -64,20 +66,31 @@ class CounterfactualRecord:
                 "failed_ids": list(self.failed_ids), "anchor_ids": list(self.anchor_ids)}
 
 
-def anchor_step_ids(anchor: Anchor, index: int, render, stop_id: int) -> tuple[int, ...]:
-    """The reply the policy should produce where the failure's call `index` was due: the anchor's
-    own reply when it starts exactly at that call (or is the turn-ending reply), otherwise a reply
-    with the anchor's calls from `index` to the end of its step, rendered by `render` (calls ->
-    ids, without the stop token)."""
+def anchor_target_ids(anchor: Anchor, done: Collection[int], due: int | None, render,
+                      stop_id: int) -> tuple[int, ...]:
+    """The reply the policy should produce in place of a failed one, aligned by call, not by
+    reply: the anchor's calls that the turn has not made yet (`done`: positions of anchor calls
+    already executed before the failed reply), in the anchor's order, through the end of the
+    anchor step that holds call `due` (the corrected call; None: the first call not made yet).
+    So the target always contains the corrected call, however the anchor grouped its calls into
+    replies. The anchor's own reply when the target is exactly one of its steps; otherwise the
+    calls rendered by `render` (calls -> ids, without the stop token) plus `stop_id`; the
+    anchor's turn-ending reply when no call is left."""
+    left = [j for j in range(len(anchor.calls)) if j not in done]
+    if due is None and not left:
+        return anchor.steps[-1].tokens
+    due = left[0] if due is None else due
     start = 0
     for step in anchor.steps:
         end = start + len(step.calls)
-        if index < end or (index == start and not step.calls):
-            if index == start:
-                return step.tokens
-            return tuple(render(step.calls[index - start:])) + (stop_id,)
+        if due < end:
+            break
         start = end
-    return anchor.steps[-1].tokens
+    chosen = [j for j in left if j < end]
+    if chosen == list(range(start, end)):
+        return step.tokens
+    calls = anchor.calls
+    return tuple(render([calls[j] for j in chosen])) + (stop_id,)
 
 
 def records_for_turn(task_id: str, turn: int, sample: int, stage: int, steps: Sequence[StepView],
@@ -97,18 +110,37 @@ def records_for_turn(task_id: str, turn: int, sample: int, stage: int, steps: Se
         k = _responsible(steps, starts, divergence)
         if k is not None:
             line = steps[k].segment
+            done = made_anchor_calls(flat[:starts[k]], anchor.calls)
+            made = made_anchor_calls(flat[:divergence.index], anchor.calls) - done
+            target = anchor_target_ids(anchor, done, _due(divergence, made), render, stop_id)
             records.append(_record(task_id, turn, sample, stage, prefix_of(line), steps[k],
-                                   anchor, divergence, starts[k], render, stop_id))
+                                   anchor, divergence, target))
     for attempt, before in zip(steps, starts):
         if not attempt.attempt or attempt.segment == line:
             continue
-        expected = anchor.calls[before:before + max(len(attempt.calls), 1)]
-        d = first_divergence(attempt.calls, expected)
+        done = made_anchor_calls(flat[:before], anchor.calls)
+        left = [j for j in range(len(anchor.calls)) if j not in done]
+        expected = left[:max(len(attempt.calls), 1)]
+        expected_calls = [anchor.calls[j] for j in expected]
+        d = first_divergence(attempt.calls, expected_calls)
         if d is not None:
+            made = made_anchor_calls(attempt.calls[:d.index], expected_calls)
+            due = _due(d, {expected[j] for j in made})
+            if d.anchor_index is not None:
+                d = dataclasses.replace(d, anchor_index=due)
             d = dataclasses.replace(d, index=d.index + before)
+            target = anchor_target_ids(anchor, done, due, render, stop_id)
             records.append(_record(task_id, turn, sample, stage, prefix_of(attempt.segment),
-                                   attempt, anchor, d, before, render, stop_id))
+                                   attempt, anchor, d, target))
     return records
+
+
+def _due(divergence: Divergence, made: set[int]) -> int | None:
+    """The anchor call the target must reach: the corrected one; for an extra call, the last
+    anchor call the failed reply made before it (so the target stops where the anchor did)."""
+    if divergence.anchor_index is not None:
+        return divergence.anchor_index
+    return max(made, default=None)
 
 
 def _responsible(steps: Sequence[StepView], starts: Sequence[int],
@@ -133,11 +165,11 @@ def _responsible(steps: Sequence[StepView], starts: Sequence[int],
 
 
 def _record(task_id, turn, sample, stage, prefix, failed: StepView, anchor: Anchor,
-            divergence: Divergence, first_call: int, render, stop_id) -> CounterfactualRecord:
+            divergence: Divergence, target: tuple[int, ...]) -> CounterfactualRecord:
     return CounterfactualRecord(
         task_id=task_id, turn=turn, sample=sample, stage=stage, prefix_ids=tuple(prefix),
-        failed_ids=failed.ids, anchor_ids=anchor_step_ids(anchor, first_call, render, stop_id),
-        divergence=divergence, anchor_source=anchor.source)
+        failed_ids=failed.ids, anchor_ids=target, divergence=divergence,
+        anchor_source=anchor.source)
 
 
 def write_jsonl(records: Iterable[CounterfactualRecord], path: str | os.PathLike) -> int:

@@ -3,7 +3,7 @@
 import pytest
 
 from seetjax.seet.anchors import Anchor, AnchorPool, AnchorStep, choose_anchor, state_key
-from seetjax.seet.records import anchor_step_ids
+from seetjax.seet.records import anchor_target_ids
 from seetjax.tools.calls import ToolCall
 
 A, B, C = (ToolCall(n, {}) for n in ("a", "b", "c"))
@@ -49,11 +49,14 @@ def test_state_round_trip_and_keys():
     assert state_key([A, B]) != state_key([B, A]) and state_key([]) == state_key(())
 
 
-def test_anchor_step_ids_align_with_the_failed_reply():
+def test_anchor_target_ids_align_by_call():
     steps = (AnchorStep((A, B), (10, 11, 99)), AnchorStep((C,), (12, 99)), AnchorStep((), (13, 99)))
     a = Anchor("t", 0, "k", steps, "peer")
     render = lambda calls: [ord(c.name) for c in calls]  # noqa: E731
-    assert anchor_step_ids(a, 0, render, 99) == (10, 11, 99)  # aligned: the reply itself
-    assert anchor_step_ids(a, 1, render, 99) == (ord("b"), 99)  # mid-reply: the rest, rendered
-    assert anchor_step_ids(a, 2, render, 99) == (12, 99)
-    assert anchor_step_ids(a, 3, render, 99) == (13, 99)  # the turn-ending reply
+    assert anchor_target_ids(a, set(), 0, render, 99) == (10, 11, 99)  # one whole step: verbatim
+    assert anchor_target_ids(a, {0}, 1, render, 99) == (ord("b"), 99)  # mid-step: rendered
+    assert anchor_target_ids(a, {0, 1}, None, render, 99) == (12, 99)  # the next call's step
+    # the corrected call sits in a later step than the first call not made: both, merged
+    assert anchor_target_ids(a, set(), 2, render, 99) == (ord("a"), ord("b"), ord("c"), 99)
+    assert anchor_target_ids(a, {0}, 2, render, 99) == (ord("b"), ord("c"), 99)
+    assert anchor_target_ids(a, {0, 1, 2}, None, render, 99) == (13, 99)  # turn-ending reply
