@@ -14,6 +14,8 @@ from pathlib import Path
 
 from absl import app, flags, logging
 
+from seetjax.serving.connections import DRAIN_TIMEOUT_S, IDLE_TIMEOUT_S
+
 _MODEL = flags.DEFINE_string(
     "model", "", "HF directory; '' = the embedded default, 'embedded:base' its pretrained base.")
 _NAME = flags.DEFINE_string("served_model_name", "",
@@ -38,6 +40,12 @@ _API_KEY = flags.DEFINE_string(
     "api_key", None, "Bearer token clients must send (default: $SEETJAX_API_KEY; unset = open). "
     "Prefer the variable: flags show in process listings.")
 _MAX_BYTES = flags.DEFINE_integer("max_request_bytes", 4 << 20, "Larger request bodies get 413.")
+_IDLE = flags.DEFINE_float(
+    "idle_timeout_s", IDLE_TIMEOUT_S, "A connection that sends no complete request within this "
+    "many seconds (of opening, or of its last response) is closed.")
+_DRAIN = flags.DEFINE_float(
+    "drain_timeout_s", DRAIN_TIMEOUT_S, "On SIGTERM, requests in flight get this many seconds "
+    "to finish; then they are cancelled and the server exits.")
 _LOG_LEVEL = flags.DEFINE_enum("log_level", "info", ["debug", "info", "warning", "error"],
                                "uvicorn's log level.")
 
@@ -45,6 +53,8 @@ for _name in ("max_batch", "chunk_steps", "max_tokens_limit", "max_request_bytes
     flags.register_validator(_name, lambda v: v >= 1, f"--{_name} must be >= 1")
 for _name in ("max_queue", "max_context", "prefix_cache_tokens"):
     flags.register_validator(_name, lambda v: v >= 0, f"--{_name} must be >= 0")
+for _name in ("idle_timeout_s", "drain_timeout_s"):
+    flags.register_validator(_name, lambda v: v > 0, f"--{_name} must be > 0")
 flags.register_validator("port", lambda v: 0 <= v <= 65535, "--port must be in [0, 65535]")
 # The names seetjax.base_model.resolve_model_path knows (not imported here: flags are checked
 # before anything heavy loads).
@@ -64,13 +74,19 @@ def main(argv):
     from seetjax.models.hf import load_hf_checkpoint
     from seetjax.models.tokenizer import Tokenizer
     from seetjax.serving.app import ServerConfig, create_app
+    from seetjax.serving.chat import min_context
+    from seetjax.serving.connections import uvicorn_config
     from seetjax.serving.engine import Engine
 
     enable_compilation_cache()
     path = resolve_model_path(_MODEL.value)
     api_key = _API_KEY.value if _API_KEY.value is not None else os.environ.get("SEETJAX_API_KEY")
-    model = load_hf_checkpoint(path, dtype=_DTYPE.value)
     tokenizer = Tokenizer.from_pretrained(path)
+    least = min_context(tokenizer)
+    if _MAX_CONTEXT.value and _MAX_CONTEXT.value < least:
+        raise app.UsageError(f"--max_context={_MAX_CONTEXT.value} holds no reply: the shortest "
+                             f"prompt and one reply token take {least} tokens")
+    model = load_hf_checkpoint(path, dtype=_DTYPE.value)
     engine = Engine(model, tokenizer, max_batch=_MAX_BATCH.value, max_queue=_MAX_QUEUE.value,
                     chunk_steps=_CHUNK.value, max_context=_MAX_CONTEXT.value or None,
                     prefix_cache_tokens=_PREFIX.value, batching=_BATCHING.value)
@@ -80,8 +96,10 @@ def main(argv):
     logging.info("serving %s as %r on http://%s:%d/v1 (max_batch %d, context %d%s)", path,
                  config.model_name, _HOST.value, _PORT.value, engine.max_batch,
                  engine.max_context, ", API key required" if config.api_key else "")
-    uvicorn.run(create_app(engine, config), host=_HOST.value, port=_PORT.value,
-                log_level=_LOG_LEVEL.value)
+    uvicorn.Server(uvicorn_config(
+        create_app(engine, config), host=_HOST.value, port=_PORT.value,
+        idle_timeout_s=_IDLE.value, drain_timeout_s=_DRAIN.value,
+        log_level=_LOG_LEVEL.value)).run()
 
 
 if __name__ == "__main__":

@@ -29,9 +29,9 @@ from seetjax.serving.errors import APIError, error_body, install_error_handlers
 @dataclasses.dataclass(frozen=True)
 class ServerConfig:
     """model_name: the id clients send as `model`; api_key: with it, every /v1 request needs
-    `Authorization: Bearer <api_key>`; max_request_bytes: larger bodies get 413;
-    max_tokens_limit: the most completion tokens one choice may ask for (default when a request
-    gives none: this, or what is left of the context)."""
+    `Authorization: Bearer <api_key>` (checked before anything else); max_request_bytes: larger
+    bodies get 413; max_tokens_limit: the most completion tokens one choice may ask for (default
+    when a request gives none: this, or what is left of the context)."""
 
     model_name: str
     api_key: str | None = None
@@ -67,15 +67,27 @@ def get_server(request: Request) -> Server:
 ServerDep = Annotated[Server, Depends(get_server)]
 
 
-def require_api_key(request: Request, server: ServerDep) -> None:
-    """401 unless the request carries the configured bearer token (no key configured: open)."""
-    key = server.config.api_key
-    if not key:
-        return
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key.encode()):
-        raise APIError(401, "Incorrect or missing API key: send `Authorization: Bearer <key>`.",
-                       code="invalid_api_key")
+class ApiKeyAuth:
+    """Answers 401 to a /v1 request without `Authorization: Bearer <key>` before anything else
+    (body size, content type, parsing): a client without the key learns nothing of what its
+    body would have got."""
+
+    def __init__(self, app: ASGIApp, key: str):
+        self.app, self.key = app, key.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if (scope["type"] == "http" and (path == "/v1" or path.startswith("/v1/"))
+                and not self._authorized(scope)):
+            error = APIError(401, "Incorrect or missing API key: send `Authorization: Bearer "
+                             "<key>`.", code="invalid_api_key")
+            return await error.response()(scope, receive, send)
+        await self.app(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        header = dict(scope.get("headers") or []).get(b"authorization", b"")
+        scheme, _, token = header.partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.key)
 
 
 class BodySizeLimit:
@@ -143,4 +155,6 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
     app.include_router(chat.router)
     app.include_router(health.router)
     app.add_middleware(BodySizeLimit, limit=config.max_request_bytes)
+    if config.api_key:
+        app.add_middleware(ApiKeyAuth, key=config.api_key)  # added last: runs first
     return app

@@ -47,6 +47,13 @@ class Prompt:
     forced: str  # text the reply was made to start with (a forced tool call's opening)
 
 
+def min_context(tokenizer: Tokenizer) -> int:
+    """The least context a server can answer in: the prompt of one empty user message, as the
+    chat template renders it, and one reply token."""
+    return len(tokenizer.chat_ids([{"role": "user", "content": ""}],
+                                  add_generation_prompt=True)) + 1
+
+
 @dataclasses.dataclass(frozen=True)
 class Reply:
     content: str | None

@@ -269,9 +269,9 @@ class Engine:
             try:
                 request.make_choices()
                 seqs, reused = self.prefixes.prefill(self.params, prompt)
-            except Exception as e:  # noqa: BLE001 - this prompt failed (too big?); not the batch
-                logger.exception("engine: prefill of %s failed", request.handle.request_id)
-                request.handle._finish(None, f"prefill failed: {type(e).__name__}: {e}")
+            except Exception as e:  # noqa: BLE001 - this request failed (too big?); not the batch
+                logger.exception("engine: admitting %s failed", request.handle.request_id)
+                request.handle._finish(None, f"admission failed: {type(e).__name__}: {e}")
                 continue
             self._grow_rows(self.active_rows + request.handle.params.n)
             free = [i for i, c in enumerate(self._rows) if c is None]
@@ -345,7 +345,7 @@ class Engine:
             keys[row] = choice.key
             generated[row] = len(choice.tokens)
             budget[row] = min(self.chunk_steps, p.max_tokens - len(choice.tokens))
-            temperature[row], top_p[row], top_k[row] = p.temperature, p.top_p, p.top_k
+            temperature[row], top_p[row], top_k[row] = choice.request.settings
             num_top = max(num_top, p.top_logprobs)
         stops = np.full((padded, len(self.stop_ids)), -1, np.int32)
         for row, choice in enumerate(self._rows):

@@ -1,5 +1,5 @@
 """OpenAI-style errors: every failure is `{"error": {"message", "type", "param", "code"}}` with
-the status a client expects (400 bad input naming the field, 401, 404, 413, 429, 500)."""
+the status a client expects (400 bad input naming the field, 401, 404, 413, 415, 429, 500)."""
 
 from __future__ import annotations
 
@@ -61,11 +61,26 @@ def field_path(loc: Sequence[Any]) -> str | None:
     return out or None
 
 
-def validation_error(exc: RequestValidationError) -> APIError:
-    """The first problem of a request that did not validate, as a 400 naming its field."""
+def validation_error(exc: RequestValidationError, content_type: str | None) -> APIError:
+    """The first problem of a request that did not validate, as a 400 naming its field (every
+    unknown field, when there are some); 415 for a body not sent as JSON."""
     errors = exc.errors()
     if not errors:
         return APIError(400, "Invalid request body.")
+    if isinstance(exc.body, bytes):
+        # FastAPI parses a body as JSON only when its Content-Type says JSON: so does this
+        # server, as a web page can send a form or text/plain to a local server without a CORS
+        # preflight, and must not reach the model that way.
+        sent = f"`{content_type}`" if content_type else "no Content-Type"
+        return APIError(415, "The request body must be JSON sent with `Content-Type: "
+                        f"application/json`; this one came with {sent}.",
+                        code="unsupported_media_type")
+    unknown = [_unknown_field(e["loc"]) for e in errors if e.get("type") == "extra_forbidden"]
+    if unknown:
+        names = ", ".join(f"'{name}'" for name in unknown)
+        return APIError(400, f"Unknown parameter{'s' if len(unknown) > 1 else ''}: {names}. "
+                        "This server refuses what it does not implement rather than ignore it.",
+                        param=unknown[0], code="unknown_parameter")
     first = errors[0]
     kind, loc = first.get("type", ""), tuple(first.get("loc", ()))
     if kind == "json_invalid":
@@ -88,6 +103,13 @@ def validation_error(exc: RequestValidationError) -> APIError:
                     code="invalid_value")
 
 
+def _unknown_field(loc: Sequence[Any]) -> str:
+    """An unknown field's path: its parent's (`field_path`), then its name (never read as a
+    union tag: a field may be called `str`)."""
+    parent = field_path(loc[:-1])
+    return f"{parent}.{loc[-1]}" if parent else str(loc[-1])
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Every error leaves the server as OpenAI-style JSON; the server stays up."""
 
@@ -97,7 +119,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return validation_error(exc).response()
+        return validation_error(exc, request.headers.get("content-type")).response()
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

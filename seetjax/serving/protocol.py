@@ -1,20 +1,72 @@
-"""OpenAI chat-completions schema: typed pydantic models of requests (validated strictly, so a
-wrong type is a 400 naming its field, never coerced) and of responses."""
+"""OpenAI chat-completions schema, the requests: typed pydantic models validated strictly (a wrong
+type is a 400 naming its field, never coerced; a field the server does not implement is refused,
+never ignored). The responses are in `responses.py`."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from seetjax.serving.requests import MAX_TOP_K
 
 MAX_STOP_STRINGS = 4  # OpenAI's limit
 _FUNCTION_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}\Z")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_INT64 = 2**63  # OpenAI's bound on seed: [-2**63, 2**63)
+# Fields of OpenAI's API that ask for nothing this server lacks only with these values: others
+# are refused, never ignored (field: (the values accepted, why others are refused)).
+_NO_OP_ONLY: dict[str, tuple[tuple[Any, ...], str]] = {
+    "presence_penalty": ((None, 0), "penalties are not implemented"),
+    "frequency_penalty": ((None, 0), "penalties are not implemented"),
+    "logit_bias": ((None, {}), "logit_bias is not implemented"),
+    "parallel_tool_calls": ((None, True), "a reply may hold several tool calls"),
+    "modalities": ((None, ["text"]), "replies are text only"),
+    "store": ((None, False), "this server stores no completions"),
+}
 
 
 class _Strict(BaseModel):
-    # Unknown fields are ignored (clients send many we do not use); known ones are typed strictly.
-    model_config = ConfigDict(strict=True, extra="ignore")
+    # Known fields are typed strictly; unknown ones are refused (a client must not believe that
+    # a setting it sent, vLLM's `min_p` say, shaped the reply).
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+def _lone_surrogate(body: dict[str, Any]) -> str | None:
+    """The path of the first string or key in a JSON object that holds a lone UTF-16 surrogate
+    (JSON writes one as "\\ud800"; it is not text: encoding it fails), or None. Keys are named
+    with the surrogate escaped."""
+    pending: list[tuple[str, Any]] = [("", body)]
+    while pending:  # not recursive: a deeply nested body must not overflow the stack
+        path, value = pending.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                return path
+            continue
+        if isinstance(value, dict):
+            children = []
+            for key, item in value.items():
+                name = key.encode("utf-8", "backslashreplace").decode()
+                child = f"{path}.{name}" if path else name
+                if name != key:
+                    return child
+                children.append((child, item))
+        elif isinstance(value, list):
+            children = [(f"{path}[{i}]", item) for i, item in enumerate(value)]
+        else:
+            continue
+        pending.extend(reversed(children))
+    return None
 
 
 def _text(content: Any) -> str:
@@ -74,6 +126,12 @@ class AssistantMessage(_Message):
     role: Literal["assistant"]
     tool_calls: list[ToolCallParam] | None = None
     name: str | None = None
+    # In OpenAI's own replies, which clients send back as they came: accepted when null (as
+    # there, nothing was said), refused otherwise (the template has no place for them).
+    refusal: None = None
+    audio: None = None
+    function_call: None = None
+    annotations: None = None
 
     @model_validator(mode="after")
     def _something(self) -> AssistantMessage:
@@ -143,6 +201,8 @@ class StreamOptions(_Strict):
 
 
 class ResponseFormat(_Strict):
+    # Its other fields depend on its type; every type but text is refused, so they are too.
+    model_config = ConfigDict(strict=True, extra="allow")
     type: str
 
 
@@ -155,13 +215,13 @@ class ChatCompletionRequest(_Strict):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
-    top_k: int | None = Field(None, ge=0)  # an extension, as in vLLM
+    top_k: int | None = Field(None, ge=0, le=MAX_TOP_K)  # an extension, as in vLLM
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     stop: str | list[str] | None = None
     # null is taken as the default (clients send explicit nulls).
     n: int = Field(1, ge=1)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=-_INT64, lt=_INT64)
     stream: bool = False
     stream_options: StreamOptions | None = None
     logprobs: bool = False
@@ -171,11 +231,24 @@ class ChatCompletionRequest(_Strict):
     logit_bias: dict[str, float] | None = None
     response_format: ResponseFormat | None = None
     parallel_tool_calls: bool | None = None
+    modalities: list[str] | None = None
+    # Accepted, and change nothing here: an end user's id, tags for stored completions.
     user: str | None = None
+    metadata: dict[str, str] | None = None
+    store: bool | None = None
     # Extensions, as in vLLM: the prompt's and each choice's token ids in the response; decoding
     # on past the model's stop tokens (fixed-length outputs, for load tests).
     return_token_ids: bool = False
     ignore_eos: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_only(cls, data: Any) -> Any:
+        where = _lone_surrogate(data) if isinstance(data, dict) else None
+        if where is not None:
+            raise _FieldError(where, "holds a lone UTF-16 surrogate (such as \\ud800), "
+                              "which is not text")
+        return data
 
     @field_validator("n", "stream", "logprobs", "return_token_ids", "ignore_eos", mode="wrap")
     @classmethod
@@ -196,23 +269,17 @@ class ChatCompletionRequest(_Strict):
             raise ValueError("stop sequences must be non-empty")
         return stops
 
-    @field_validator("presence_penalty", "frequency_penalty")
+    @field_validator(*_NO_OP_ONLY)
     @classmethod
-    def _no_penalty(cls, value: float | None) -> float | None:
-        if value:
-            raise ValueError("penalties are not supported (only 0)")
-        return value
-
-    @field_validator("logit_bias")
-    @classmethod
-    def _no_bias(cls, value: dict[str, float] | None) -> dict[str, float] | None:
-        if value:
-            raise ValueError("logit_bias is not supported")
+    def _no_op_only(cls, value: Any, info: ValidationInfo) -> Any:
+        accepted, why = _NO_OP_ONLY[info.field_name]
+        if value not in accepted:
+            raise ValueError(f"{json.dumps(value)} is not supported ({why})")
         return value
 
     @field_validator("response_format")
     @classmethod
-    def _text_only(cls, value: ResponseFormat | None) -> ResponseFormat | None:
+    def _text_format(cls, value: ResponseFormat | None) -> ResponseFormat | None:
         if value is not None and value.type != "text":
             raise ValueError(f"response_format {value.type!r} is not supported (only 'text')")
         return value
@@ -245,116 +312,3 @@ class _FieldError(ValueError):
     def __init__(self, field: str, message: str):
         super().__init__(message)
         self.field = field
-
-
-# ------------------------------------------------------------------------------- responses
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ModelCard(_Out):
-    id: str
-    object: Literal["model"] = "model"
-    created: int
-    owned_by: str = "seetjax"
-    max_model_len: int | None = None
-
-
-class ModelList(_Out):
-    object: Literal["list"] = "list"
-    data: list[ModelCard]
-
-
-class TopLogprob(_Out):
-    token: str
-    logprob: float
-    bytes: list[int]
-
-
-class TokenLogprob(_Out):
-    token: str
-    logprob: float
-    bytes: list[int]
-    top_logprobs: list[TopLogprob]
-
-
-class ChoiceLogprobs(_Out):
-    content: list[TokenLogprob]
-
-
-class FunctionCallOut(_Out):
-    name: str | None = None
-    arguments: str
-
-
-class ToolCallOut(_Out):
-    id: str
-    type: Literal["function"] = "function"
-    function: FunctionCallOut
-
-
-class ResponseMessage(_Out):
-    role: Literal["assistant"] = "assistant"
-    content: str | None = None
-    tool_calls: list[ToolCallOut] | None = None
-
-
-class Choice(_Out):
-    index: int
-    message: ResponseMessage
-    finish_reason: Literal["stop", "length", "tool_calls"]
-    logprobs: ChoiceLogprobs | None = None
-    token_ids: list[int] | None = None
-
-
-class PromptTokensDetails(_Out):
-    cached_tokens: int
-
-
-class Usage(_Out):
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-    prompt_tokens_details: PromptTokensDetails | None = None
-
-
-class ChatCompletion(_Out):
-    id: str
-    object: Literal["chat.completion"] = "chat.completion"
-    created: int
-    model: str
-    choices: list[Choice]
-    usage: Usage
-    prompt_token_ids: list[int] | None = None
-
-
-class ToolCallDelta(_Out):
-    index: int
-    id: str | None = None
-    type: Literal["function"] | None = None
-    function: FunctionCallOut | None = None
-
-
-class Delta(_Out):
-    role: Literal["assistant"] | None = None
-    content: str | None = None
-    tool_calls: list[ToolCallDelta] | None = None
-
-
-class ChunkChoice(_Out):
-    index: int
-    delta: Delta
-    finish_reason: Literal["stop", "length", "tool_calls"] | None = None
-    logprobs: ChoiceLogprobs | None = None
-    token_ids: list[int] | None = None
-
-
-class ChatCompletionChunk(_Out):
-    id: str
-    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
-    created: int
-    model: str
-    choices: list[ChunkChoice]
-    usage: Usage | None = None

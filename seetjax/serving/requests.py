@@ -6,15 +6,18 @@ queued and decoding (`RequestState`, one `ChoiceState` per choice).
 from __future__ import annotations
 
 import dataclasses
+import math
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple
 
 import jax
 import numpy as np
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's bound on top_logprobs
+MAX_TOP_K = 2**31 - 1  # the decode chunk holds top_k as int32
 
 
 class QueueFullError(RuntimeError):
@@ -48,9 +51,9 @@ class GenerationParams:
     def __post_init__(self):
         # Field-named errors: the HTTP layer validates first, but the engine is also a library.
         checks = [("max_tokens", self.max_tokens >= 1, ">= 1"),
-                  ("temperature", self.temperature >= 0, ">= 0"),
+                  ("temperature", 0 <= self.temperature < math.inf, "finite and >= 0"),
                   ("top_p", 0 < self.top_p <= 1, "in (0, 1]"),
-                  ("top_k", self.top_k >= 0, ">= 0"),
+                  ("top_k", 0 <= self.top_k <= MAX_TOP_K, f"in [0, {MAX_TOP_K}]"),
                   ("n", self.n >= 1, ">= 1"),
                   ("top_logprobs", 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS,
                    f"in [0, {MAX_TOP_LOGPROBS}]"),
@@ -195,19 +198,33 @@ class ChoiceState:
         return len(self.request.handle.prompt) + len(self.tokens)
 
 
+class RowSettings(NamedTuple):
+    """A request's sampling settings in the dtypes of the decode chunk's per-row arrays."""
+
+    temperature: np.float32
+    top_p: np.float32
+    top_k: np.int32
+
+
 class RequestState:
-    """A submitted request as the engine holds it: its handle, seed and choices."""
+    """A submitted request as the engine holds it: its handle, seed, settings and choices."""
 
     def __init__(self, handle: RequestHandle, seed: int):
         self.handle, self.seed = handle, seed
         self.choices: list[ChoiceState] = []  # made on admission, on the engine's thread
+        self.settings: RowSettings | None = None  # made on admission
         self.cached_tokens = 0
         self.admitted = 0.0
 
     def make_choices(self) -> None:
+        """Its choices' keys and its row settings. A value the settings' dtypes cannot hold
+        raises here, at admission, failing this request alone, not in the decode chunk that
+        every row shares."""
+        p = self.handle.params
+        self.settings = RowSettings(np.float32(p.temperature), np.float32(p.top_p),
+                                    np.int32(p.top_k))
         # The keys are device computations: made here, not on the submitting (HTTP) thread.
-        self.choices = [ChoiceState(self, i, _choice_key(self.seed, i))
-                        for i in range(self.handle.params.n)]
+        self.choices = [ChoiceState(self, i, _choice_key(self.seed, i)) for i in range(p.n)]
 
 
 def _choice_key(seed: int, index: int) -> np.ndarray:

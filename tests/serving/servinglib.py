@@ -101,17 +101,20 @@ def taught_model_dir(embedded_dir) -> Path:
 
 
 class LiveServer:
-    """uvicorn serving `app` in a thread, on a socket bound here to a free port of 127.0.0.1."""
+    """uvicorn serving `app` in a thread as `launch/serve.py` serves it (`uvicorn_config`, with
+    `bounds` such as idle_timeout_s), on a socket bound here to a free port of 127.0.0.1."""
 
-    def __init__(self, app):
+    def __init__(self, app, **bounds):
         import uvicorn
+
+        from seetjax.serving.connections import uvicorn_config
 
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.root = f"http://127.0.0.1:{self.port}"
         self.url = f"{self.root}/v1"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        self.server = uvicorn.Server(uvicorn_config(app, log_level="warning", **bounds))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
                                        daemon=True)
 

@@ -188,3 +188,22 @@ def test_bad_requests_are_refused_with_the_reason(engine, tokenizer):
         engine.submit([1, 2], GenerationParams(n=5))
     with pytest.raises(ValueError, match="empty"):
         engine.submit([], GREEDY)
+
+
+def test_a_request_whose_settings_fail_fails_alone(engine, tokenizer):
+    with pytest.raises(ValueError, match="top_k=2147483648"):
+        GenerationParams(top_k=2**31)
+    with pytest.raises(ValueError, match="temperature=inf"):
+        GenerationParams(temperature=float("inf"))
+    long = GenerationParams(max_tokens=400, temperature=0.0, ignore_eos=True)
+    running = engine.submit(chat(tokenizer, "List my files"), long)
+    wait_until(lambda: engine.active_rows == 1)
+    bad = GenerationParams(max_tokens=8, top_k=5)
+    object.__setattr__(bad, "top_k", 2**31)  # a caller's params changed after their checks
+    failed = engine.submit(chat(tokenizer, "hi"), bad)
+    with pytest.raises(EngineStoppedError, match="OverflowError"):
+        failed.result(120)
+    assert not running.done  # the batch it would have joined decodes on
+    running.cancel()
+    wait_until(lambda: engine.active_rows == 0)
+    assert engine.generate(chat(tokenizer, "hi"), GREEDY, timeout=120).choices[0].token_ids

@@ -9,17 +9,27 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from seetjax.serving.app import Server, ServerDep, require_api_key
+from seetjax.serving.app import Server, ServerDep
 from seetjax.serving.chat import ContentStream, Prompt
 from seetjax.serving.errors import APIError, error_body
-from seetjax.serving.protocol import (
+from seetjax.serving.protocol import ChatCompletionRequest
+from seetjax.serving.requests import (
+    EngineStoppedError,
+    ErrorEvent,
+    Event,
+    GenerationParams,
+    QueueFullError,
+    RequestDone,
+    RequestHandle,
+    RequestOutput,
+)
+from seetjax.serving.responses import (
     ChatCompletion,
     ChatCompletionChunk,
-    ChatCompletionRequest,
     Choice,
     ChoiceLogprobs,
     ChunkChoice,
@@ -31,18 +41,8 @@ from seetjax.serving.protocol import (
     ToolCallOut,
     Usage,
 )
-from seetjax.serving.requests import (
-    EngineStoppedError,
-    ErrorEvent,
-    Event,
-    GenerationParams,
-    QueueFullError,
-    RequestDone,
-    RequestHandle,
-    RequestOutput,
-)
 
-router = APIRouter(prefix="/v1", tags=["chat"], dependencies=[Depends(require_api_key)])
+router = APIRouter(prefix="/v1", tags=["chat"])
 
 # How often a non-streaming request checks that its client is still there.
 _DISCONNECT_POLL_S = 0.5

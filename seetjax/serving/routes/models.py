@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
-from seetjax.serving.app import Server, ServerDep, require_api_key
-from seetjax.serving.protocol import ModelCard, ModelList
+from seetjax.serving.app import Server, ServerDep
+from seetjax.serving.responses import ModelCard, ModelList
 
-router = APIRouter(prefix="/v1", tags=["models"], dependencies=[Depends(require_api_key)])
+router = APIRouter(prefix="/v1", tags=["models"])
 
 
 def _card(server: Server) -> ModelCard:
