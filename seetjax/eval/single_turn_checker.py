@@ -2,8 +2,10 @@
 its eval runner's relevance rules), on decoded calls.
 
 Irrelevance entries pass when the reply makes no call (nothing decoded, or an empty list);
-live_relevance entries pass when it makes at least one; a reply that cannot be decoded fails an
-AST entry. An AST entry compares the calls with its possible answers (`ExpectedCall`s):
+live_relevance entries pass when it makes at least one. A reply whose calls bfcl_eval's decoder
+reads but one of whose values we refuse (arithmetic, a value past the bounds: a `ParseError`
+with `call_made`) makes a call, as there. A reply that cannot be decoded fails an AST entry.
+An AST entry compares the calls with its possible answers (`ExpectedCall`s):
 
 - simple: exactly one call, judged against the entry's first doc and first expected call;
   multiple: as many calls as expected (one), judged against the expected function's doc;
@@ -69,7 +71,7 @@ class _Problem:
 def check(task: SingleTurnTask, decoded: Sequence[ToolCall] | ParseError,
           underscore_to_dot: bool = False) -> SingleTurnResult:
     """The verdict on a reply to `task` decoded to `decoded` (see the module docstring)."""
-    called = not isinstance(decoded, ParseError) and bool(decoded)
+    called = decoded.call_made if isinstance(decoded, ParseError) else bool(decoded)
     if task.category in IRRELEVANCE:
         problem = _Problem(IRRELEVANCE_ERROR, "a call was made where no function fits") if called \
             else None

@@ -107,9 +107,8 @@ def parse_python_calls(text: str, schemas: Mapping[str, ParamNames] | None = Non
 
 
 def _python_call(node: ast.AST, source: str, schemas: Mapping[str, ParamNames] | None) -> ToolCall:
-    where = _node_offset(source, node)
     if not isinstance(node, ast.Call):
-        raise Reject(f"expected a function call, found {_describe(node)}", where)
+        raise Reject(f"expected a function call, found {_describe(node)}", _node_offset(source, node))
     name = _tool_name(node.func, schemas)
     if name is None:
         raise Reject(f"the called object must be a plain tool name, found {_describe(node.func)}",
@@ -143,15 +142,16 @@ def _tool_name(func: ast.AST, schemas: Mapping[str, ParamNames] | None) -> str |
     return dotted if dotted in schemas else None
 
 
-def _literal(node: ast.AST, source: str, depth: int) -> Any:
-    """The value of a literal node; anything else (names, calls, operators) is rejected."""
+def _literal(node: ast.AST, source: str, depth: int, string_keys: bool = True) -> Any:
+    """The value of a literal node; anything else (names, calls, operators) is rejected. Dict
+    keys must be strings unless `string_keys` is False (then any hashable literal)."""
     if depth > MAX_VALUE_DEPTH:
         raise Reject(f"value nested deeper than {MAX_VALUE_DEPTH} levels", _node_offset(source, node))
     if isinstance(node, ast.Constant):
-        return _constant(node.value, _node_offset(source, node))
+        return _constant(node.value, node, source)
     if (isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd))
             and isinstance(node.operand, ast.Constant) and type(node.operand.value) in (int, float)):
-        value = _constant(node.operand.value, _node_offset(source, node))
+        value = _constant(node.operand.value, node, source)
         return -value if isinstance(node.op, ast.USub) else value
     if isinstance(node, (ast.List, ast.Tuple, ast.Dict)):
         items = len(node.keys if isinstance(node, ast.Dict) else node.elts)
@@ -161,16 +161,21 @@ def _literal(node: ast.AST, source: str, depth: int) -> Any:
     if isinstance(node, (ast.List, ast.Tuple)):
         # A tuple stays a tuple, as bfcl_eval's decoder keeps it: a tool that stores it has a
         # state that differs from one storing the list (its state check compares with `!=`).
-        items = [_literal(e, source, depth + 1) for e in node.elts]
+        items = [_literal(e, source, depth + 1, string_keys) for e in node.elts]
         return tuple(items) if isinstance(node, ast.Tuple) else items
     if isinstance(node, ast.Dict):
         out = {}
         for k, v in zip(node.keys, node.values):
             if k is None:
                 raise Reject("`**` unpacking is not allowed in a dict", _node_offset(source, v))
-            if not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
+            if string_keys and not (isinstance(k, ast.Constant) and isinstance(k.value, str)):
                 raise Reject(f"dict keys must be strings, found {_describe(k)}", _node_offset(source, k))
-            out[k.value] = _literal(v, source, depth + 1)
+            key = _literal(k, source, depth + 1, string_keys)
+            value = _literal(v, source, depth + 1, string_keys)
+            try:
+                out[key] = value
+            except TypeError:  # a tuple key holding a list or dict
+                raise Reject("an unhashable dict key", _node_offset(source, k)) from None
         return out
     if isinstance(node, ast.Name):
         hint = {"true": "True", "false": "False", "null": "None"}.get(node.id)
@@ -180,13 +185,14 @@ def _literal(node: ast.AST, source: str, depth: int) -> Any:
                   _node_offset(source, node))
 
 
-def _constant(value: Any, offset: int | None) -> Any:
+def _constant(value: Any, node: ast.AST, source: str) -> Any:
+    """`value`, the constant of `node`, if it is a bounded JSON-like scalar."""
     problem = scalar_problem(value)
+    if problem is None and not (value is None or isinstance(value, (str, bool, int, float))):
+        problem = f"a {type(value).__name__} constant is not a JSON-like literal"
     if problem is not None:
-        raise Reject(problem, offset)
-    if value is None or isinstance(value, (str, bool, int, float)):
-        return value
-    raise Reject(f"a {type(value).__name__} constant is not a JSON-like literal", offset)
+        raise Reject(problem, _node_offset(source, node))
+    return value
 
 
 def _describe(node: ast.AST) -> str:
@@ -210,6 +216,8 @@ def _bind(name: str, args: dict[str, Any], positional: list[Any],
 
 
 def _node_offset(source: str, node: ast.AST) -> int | None:
+    # Reads `source` up to the node: only ever called for the one node a parse fails on, so
+    # parsing stays linear in the message.
     return _offset_of(source, node.lineno, node.col_offset, True) if hasattr(node, "lineno") else None
 
 

@@ -23,7 +23,7 @@ import json
 import sys
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from seetjax.tools.calls import ToolCall
@@ -123,6 +123,27 @@ class ToolExecutor:
 
     def execute_all(self, calls: Iterable[ToolCall]) -> list[ExecutionResult]:
         return [self.execute(call) for call in calls]
+
+
+OVER_BUDGET = "[truncated: this episode's tool outputs reached their limit of {limit:,} characters]"
+
+
+class OutputBudget:
+    """The tool output one episode may still hold: `cap` passes outputs whole until `limit`
+    characters in all, cuts the one that passes it and marks it `OVER_BUDGET`, and gives only
+    the mark after that (the calls ran; only what is kept and shown is cut)."""
+
+    def __init__(self, limit: int):
+        self.limit, self.used = limit, 0
+
+    def cap(self, result: ExecutionResult) -> ExecutionResult:
+        """`result`, its output cut where the episode's outputs pass `limit`."""
+        left = self.limit - self.used
+        self.used = min(self.limit, self.used + len(result.output))
+        if len(result.output) <= left:
+            return result
+        marker = OVER_BUDGET.format(limit=self.limit)
+        return replace(result, output=f"{result.output[:left]} {marker}" if left else marker)
 
 
 def render_output(result: Any) -> str:

@@ -9,13 +9,21 @@ nested `{name: {...}}`, `+x`, `~x` and `not x` all negate x, a binary expression
 renders each call as a string (`decoded_output_to_execution_list`) that its executor `eval`s.
 
 `decode_official` follows the same steps and gives the calls bfcl_eval's executor would receive:
-the keyword arguments its `eval` of each rendered string would pass (tuples stay tuples, dict keys
-become strings, `{}` fails, a dict whose values are all dicts is rendered as a call). Where bfcl_eval
-would compute or run something of the model's (a binary expression while decoding, a nested call
-in the rendered string), the answer is a `ParseError` that says so: nothing here is ever evaluated.
-Values keep the bounds of `seetjax.tools.tool_call` (a bounded value that bfcl_eval would pass on
-is a `ParseError` here). Text bfcl_eval cannot decode is a `ParseError`, except text that attempts
-no call (prose), which is `[]`: bfcl_eval ends the turn on either, and so does the environment.
+the keyword arguments its `eval` of each rendered string would pass (tuples stay tuples, top-level
+dict keys become strings and nested ones stay as they are, `{}` fails, a dict whose values are all
+dicts is rendered as a call). The rendered string is what is read: a dict key can close its quote
+or comment out the rest (`#`), and `**x` (the keyword None) renders `f(None=...)`, which the
+executor cannot run. Where bfcl_eval would compute or run something of the model's (a binary
+expression while decoding, a nested or second call in the rendered string), the answer is a
+`ParseError` that says so: nothing here is ever evaluated. Values keep the bounds of
+`seetjax.tools.tool_call`, and complex and bytes constants, which have no JSON form, are refused
+(bfcl_eval would pass them on). Those refusals are `ParseError`s with `call_made` (bfcl_eval reads
+calls there: its relevance rules count one), unless bfcl_eval fails elsewhere in the text: then,
+as for any text it cannot decode, a `ParseError`, or `[]` for text that attempts no call (prose):
+bfcl_eval ends the turn on either, and so does the environment. A binary expression with a name in
+it fails there (its `eval` knows no name of the model's); one of literals is taken to succeed
+(residue: one Python refuses, `1 / 0`, fails there and is a call made here; one calling a Python
+builtin, `len('ab') + 1`, succeeds there and fails here).
 
 For single-turn entries bfcl_eval stops before rendering (`default_decode_ast_prompting`) and
 judges the decoded values: `decode_official_ast` gives those (same steps, same refusals to
@@ -83,10 +91,12 @@ def _guarded(text: str, max_chars: int, rendered: bool) -> list[ToolCall] | Pars
         return ParseError(f"message too long ({len(text)} characters; limit {max_chars})", FORMAT)
     try:
         return _decode(text, rendered)
-    except Reject as e:
-        if isinstance(e, _Evaluates) or _attempts_call(text):
+    except _Unsupported as e:
+        if _attempts_call(text):
             return ParseError(e.message, FORMAT)
         return []  # prose: bfcl_eval fails to decode it and ends the turn, as on no call
+    except Reject as e:  # bfcl_eval decodes calls here; it computes or passes a value we refuse
+        return ParseError(e.message, FORMAT, call_made=True)
     except (RecursionError, MemoryError, ValueError, TypeError, OverflowError) as e:
         return ParseError(f"cannot decode the message: {short_error(e)}", FORMAT)
 
@@ -122,20 +132,23 @@ def _decode(text: str, rendered: bool) -> list[ToolCall]:
         elements = node.elts
     else:
         raise _Unsupported(f"the message is {_kind(node)}, not a list of calls")
-    decoded = []
+    decoded, refused = [], []
     for element in elements:
         if not isinstance(element, ast.Call):
             raise _Unsupported(f"the list holds {_kind(element)}, not a call: `{_source(element)}`")
-        decoded.append(_resolve_call(element, 0))
+        decoded.append(_resolve_call(element, 0, refused))
+    if refused:  # bfcl_eval decodes the whole text: no part of it fails there
+        raise refused[0]
     if rendered:
         return [_executed_call(name, args) for name, args in decoded]
     # bfcl_eval's keywords as they are (`**x` is the keyword None, a parameter no doc has).
     return [ToolCall(name, {str(k): _plain(v) for k, v in args.items()}) for name, args in decoded]
 
 
-def _resolve_call(node: ast.Call, depth: int) -> tuple[str, dict[Any, Any]]:
+def _resolve_call(node: ast.Call, depth: int, refused: list[Reject]
+                  ) -> tuple[str, dict[Any, Any]]:
     """bfcl_eval's `resolve_ast_call`: the dotted name and the keyword arguments (positional ones
-    dropped; `**x` becomes a keyword named None)."""
+    dropped; `**x` becomes a keyword named None). Values refused here are added to `refused`."""
     parts = []
     func = node.func
     while isinstance(func, ast.Attribute):
@@ -145,7 +158,7 @@ def _resolve_call(node: ast.Call, depth: int) -> tuple[str, dict[Any, Any]]:
         parts.append(func.id)
     args = {}
     for keyword in node.keywords:
-        args[keyword.arg] = _resolve(keyword.value, depth + 1)
+        args[keyword.arg] = _resolve(keyword.value, depth + 1, refused)
     return ".".join(reversed(parts)), args
 
 
@@ -153,8 +166,20 @@ class _Nested(dict):
     """A call with keywords inside an argument: bfcl_eval's `{name: {keyword: value}}`."""
 
 
-def _resolve(node: ast.AST | None, depth: int) -> Any:
-    """bfcl_eval's `resolve_ast_by_type`, minus its `eval`s."""
+def _resolve(node: ast.AST | None, depth: int, refused: list[Reject]) -> Any:
+    """bfcl_eval's `resolve_ast_by_type`, minus its `eval`s. A value bfcl_eval reads and we
+    refuse (arithmetic, past the bounds) is added to `refused` and read as None: the rest of the
+    text is still read, as a part bfcl_eval cannot decode decides the outcome (`_Unsupported`)."""
+    try:
+        return _resolve_node(node, depth, refused)
+    except _Unsupported:
+        raise
+    except Reject as e:
+        refused.append(e)
+        return None
+
+
+def _resolve_node(node: ast.AST | None, depth: int, refused: list[Reject]) -> Any:
     if depth > MAX_VALUE_DEPTH + 1:
         raise Reject(f"value nested deeper than {MAX_VALUE_DEPTH} levels")
     if isinstance(node, ast.Constant):
@@ -173,17 +198,21 @@ def _resolve(node: ast.AST | None, depth: int) -> Any:
         if items > MAX_CONTAINER_ITEMS:
             raise Reject(f"a value with {items} items (limit {MAX_CONTAINER_ITEMS})")
     if isinstance(node, ast.List):
-        return [_resolve(e, depth + 1) for e in node.elts]
+        return [_resolve(e, depth + 1, refused) for e in node.elts]
     if isinstance(node, ast.Dict):
         out = {}
         for k, v in zip(node.keys, node.values):
-            key, item = _resolve(k, depth + 1), _resolve(v, depth + 1)
+            key, item = _resolve(k, depth + 1, refused), _resolve(v, depth + 1, refused)
             try:
                 out[key] = item
             except TypeError:
                 raise _Unsupported(f"unhashable dict key `{_source(k)}`") from None
         return out
     if isinstance(node, ast.BinOp):
+        name = next((n.id for n in ast.walk(node) if isinstance(n, ast.Name)), None)
+        if name is not None:  # a name of the model's own: no global of bfcl_eval's decoder
+            raise _Unsupported(f"`{_source(node)}`: bfcl_eval's decoder evaluates it and fails "
+                               f"on the undefined name {name}")
         raise _Evaluates(f"the official decoder would evaluate the expression `{_source(node)}`; "
                          "seetjax never evaluates model text")
     if isinstance(node, ast.Name):
@@ -191,10 +220,10 @@ def _resolve(node: ast.AST | None, depth: int) -> Any:
     if isinstance(node, ast.Call):
         if not node.keywords:
             return _scalar(_unparse(node))
-        name, args = _resolve_call(node, depth)
+        name, args = _resolve_call(node, depth, refused)
         return _Nested({name: args})
     if isinstance(node, ast.Tuple):
-        return tuple(_resolve(e, depth + 1) for e in node.elts)
+        return tuple(_resolve(e, depth + 1, refused) for e in node.elts)
     if isinstance(node, ast.Lambda):
         raise _Unsupported(f"`{_source(node)}`: the official decoder fails on a lambda")
     if isinstance(node, ast.Subscript):
@@ -237,27 +266,41 @@ def _render(value: Any) -> str:
 
 
 def _executed_call(name: str, args: dict[Any, Any]) -> ToolCall:
-    """The call bfcl_eval's executor makes of the rendered `name(k=v, ...)`: each rendered value is
-    read back as the executor's `eval` would read it, literals only."""
-    values = {}
+    """The call bfcl_eval's executor makes of the rendered `name(k=v, ...)`: the string its `eval`
+    runs is read back whole, literals only. Rendered dict keys can end their quotes or comment
+    out the rest of the string (`#`), so what runs is the string's reading, not `args`."""
+    parts = []
     for key, value in args.items():
         rendered = _render(value)
         if len(rendered) > 4 * MAX_STRING_CHARS:
             raise Reject(f"an argument of {len(rendered)} characters")
-        try:
-            node = ast.parse(rendered, mode="eval").body
-        except SyntaxError:
-            raise _Unsupported(f"bfcl_eval renders {key}={rendered[:_EXCERPT]}, which its "
-                               "executor cannot read") from None
-        nested = next((n for n in ast.walk(node) if isinstance(n, ast.Call)), None)
+        parts.append(f"{key}={rendered}")
+    source = f"{name}({', '.join(parts)})"
+    try:
+        node = ast.parse(source, mode="eval").body
+    except SyntaxError:
+        raise _Unsupported(f"bfcl_eval renders the call as {source[:_EXCERPT]}, which its "
+                           "executor cannot read") from None
+    if (not isinstance(node, ast.Call) or _source(node.func) != name or node.args
+            or any(k.arg is None for k in node.keywords)):
+        raise _Evaluates(f"the official decoder would have its executor run "
+                         f"`{source[:_EXCERPT]}`, not the call it decoded; seetjax never "
+                         "evaluates model text")
+    keywords = [k.arg for k in node.keywords]
+    if len(set(keywords)) < len(keywords):
+        raise _Unsupported(f"bfcl_eval renders the call as {source[:_EXCERPT]}, which repeats "
+                           "a keyword: its executor cannot run it")
+    values = {}
+    for keyword in node.keywords:
+        nested = next((n for n in ast.walk(keyword.value) if isinstance(n, ast.Call)), None)
         if nested is not None:
             raise _Evaluates(f"the official decoder would execute the nested call "
-                             f"`{_source(nested)}` in the argument {key}; seetjax never "
+                             f"`{_source(nested)}` in the argument {keyword.arg}; seetjax never "
                              "evaluates model text")
-        if not all(isinstance(n, _LITERAL_NODES) for n in ast.walk(node)):
-            raise _Evaluates(f"the official decoder would evaluate `{rendered[:_EXCERPT]}` in the "
-                             f"argument {key}; seetjax never evaluates model text")
-        values[str(key)] = _literal(node, rendered, 0)
+        if not all(isinstance(n, _LITERAL_NODES) for n in ast.walk(keyword.value)):
+            raise _Evaluates(f"the official decoder would evaluate `{_source(keyword.value)}` in "
+                             f"the argument {keyword.arg}; seetjax never evaluates model text")
+        values[keyword.arg] = _literal(keyword.value, source, 0, string_keys=False)
     return ToolCall(name, values)
 
 

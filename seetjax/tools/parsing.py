@@ -22,12 +22,18 @@ class ParamNames(Protocol):
 
 @dataclass(frozen=True)
 class ParseError:
-    """Why a message could not be read as tool calls, and where (1-based line and column)."""
+    """Why a message could not be read as tool calls, and where (1-based line and column).
+
+    `call_made`: the message is well-formed calls that a value of is refused (arithmetic, a
+    value past the bounds): bfcl_eval's decoder reads calls there, so its relevance rules count
+    a call made.
+    """
 
     message: str
     fmt: str
     line: int | None = None
     column: int | None = None
+    call_made: bool = False
 
     def __str__(self) -> str:
         where = f" (line {self.line}, column {self.column})" if self.line is not None else ""

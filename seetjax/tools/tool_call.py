@@ -38,7 +38,8 @@ class ToolCall:
 
     def key(self) -> str:
         """The canonical form: compact JSON of name, sorted arguments and unmapped positionals."""
-        return json.dumps([self.name, _canonical(dict(self.args)), _canonical(list(self.positional))],
+        return json.dumps([self.name, _jsonable(dict(self.args), True),
+                           _jsonable(list(self.positional), True)],
                           sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
     def __eq__(self, other: object) -> bool:
@@ -49,33 +50,43 @@ class ToolCall:
 
     def to_python(self) -> str:
         """BFCL's decoded form, `name(a=1, b='x')`; parses back to an equal call (an integer
-        past the parser's bounds is written in hex, which the parser rejects)."""
+        past the parser's bounds is written in hex, which the parser rejects; dict keys are
+        written as they are, so a non-string one, which official decoding keeps below the top
+        level, reads back only there)."""
         parts = [py_repr(v) for v in self.positional] + [f"{k}={py_repr(v)}"
                                                           for k, v in self.args.items()]
         return f"{self.name}({', '.join(parts)})"
 
     def to_json(self) -> dict[str, Any]:
-        """`{"name": ..., "arguments": {...}}`, the chat template's `tool_calls` entry."""
-        return {"name": self.name, "arguments": dict(self.args)}
+        """`{"name": ..., "arguments": {...}}`, the chat template's `tool_calls` entry: arguments
+        as JSON holds them (dict keys as `str` writes them, as the canonical form does; tuples
+        as lists; an integer past the bounds as {"int": hex})."""
+        return {"name": self.name, "arguments": _jsonable(dict(self.args), False)}
 
     def to_hermes(self) -> str:
+        """A `<tool_call>` block of `to_json()`; reads back to an equal call (values in bounds)."""
         return f"<tool_call>{json.dumps(self.to_json(), ensure_ascii=False)}</tool_call>"
 
     def __repr__(self) -> str:
         return f"ToolCall({self.to_python()})"
 
 
-def _canonical(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer():
+def _jsonable(value: Any, canonical: bool) -> Any:
+    """`value` as JSON can hold it: dict keys as `str` writes them (JSON keys are strings; a
+    tuple key has no JSON form; `py_repr`'s hex past the bounds), tuples as lists, integers past
+    the bounds as {"int": hex}.
+    `canonical` also folds integral floats into ints and writes NaN and inf as {"float": ...}."""
+    if canonical and isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, int) and not isinstance(value, bool) and not -INT_BOUND < value < INT_BOUND:
         return {"int": hex(value)}  # JSON would print it in decimal, which Python refuses past 4,300 digits
-    if isinstance(value, float):  # NaN and inf (only ever built in code: parsers reject them)
-        return value if math.isfinite(value) else {"float": repr(value)}
+    if canonical and isinstance(value, float) and not math.isfinite(value):
+        return {"float": repr(value)}  # only ever built in code: parsers reject them
     if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
+        return [_jsonable(v, canonical) for v in value]
     if isinstance(value, dict):
-        return {str(k): _canonical(v) for k, v in value.items()}
+        return {k if isinstance(k, str) else py_repr(k): _jsonable(v, canonical)
+                for k, v in value.items()}
     return value
 
 

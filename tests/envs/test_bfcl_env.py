@@ -227,3 +227,34 @@ def test_snapshot_of_a_directory_tree_deeper_than_the_recursion_limit():
     assert "after.txt" not in fs._current_dir.contents
     assert env.step("[ls()]").code is StepCode.CLEAN_CALL
     assert env.step("Done.").verdicts[0].passed is False  # judged (a state mismatch), no crash
+
+
+def test_an_episodes_tool_outputs_are_bounded():
+    """`view_messages_sent` returns every message sent so far: with 16 KB messages an episode
+    held gigabytes. Past `max_episode_observation_chars` (all tool outputs of the episode
+    together) outputs are cut and marked; the calls still run, the episode goes on."""
+    task = next(t for t in load_tasks("base")
+                if (t.initial_config.get("MessageAPI") or {}).get("current_user"))
+    config = BfclEnvConfig(max_steps_per_turn=100)
+    limit = config.max_episode_observation_chars
+    env = BfclEnv(config)
+    env.reset(task)
+    message = "x" * 16_000
+    steps = [env.step(f"[send_message(receiver_id='USR002', message='{message}'), "
+                      "view_messages_sent()]") for _ in range(30)]
+    assert all(s.code == StepCode.CLEAN_CALL for s in steps) and not env.done
+    outputs = [r.output for s in steps for r in s.results]
+    marker = f"[truncated: this episode's tool outputs reached their limit of {limit:,} characters]"
+    cut = next(i for i, o in enumerate(outputs) if o.endswith(marker))
+    assert sum(map(len, outputs[:cut])) < limit <= sum(map(len, outputs[:cut + 1])) - len(marker)
+    assert all(o == marker for o in outputs[cut + 1:]) and len(outputs) - cut > 4
+    shown = [m["content"] for m in env.history if m["role"] == "tool"]
+    assert shown == outputs
+    assert sum(map(len, shown)) - len(marker) * (len(outputs) - cut) == limit + 1  # + a space
+    held = env.executor.instances["MessageAPI"].inbox
+    assert sum(message in str(m) for m in held) == 30  # every call ran
+
+
+def test_observation_budget_must_be_positive():
+    with pytest.raises(ValueError, match="BfclEnvConfig.max_episode_observation_chars=0"):
+        BfclEnvConfig(max_episode_observation_chars=0)

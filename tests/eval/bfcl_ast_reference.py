@@ -37,6 +37,35 @@ def _ast_checker():
 
 
 @functools.cache
+def _relevance_entry():
+    """bfcl_eval's eval-runner function that judges one irrelevance or relevance entry; its
+    module imports clients and helpers not installed here (stubbed: none of them is used)."""
+    registry = types.ModuleType("bfcl_eval.constants.model_config")
+    registry.MODEL_CONFIG_MAPPING = {}
+    overrides = types.ModuleType("overrides")
+    overrides.final = overrides.override = lambda f: f
+    overrides.EnforceOverrides = object
+    stubs = {name: mock.MagicMock() for name in ("dotenv", "tree_sitter", "tree_sitter_java",
+                                                 "tree_sitter_javascript")}
+    with mock.patch.dict(sys.modules, {"bfcl_eval.constants.model_config": registry,
+                                       "overrides": overrides, **stubs}):
+        from bfcl_eval.eval_checker.eval_runner import _evaluate_single_relevance_entry
+        from bfcl_eval.model_handler.utils import default_decode_ast_prompting
+    return _evaluate_single_relevance_entry, default_decode_ast_prompting
+
+
+def bfcl_relevance_verdict(task: SingleTurnTask, text: str) -> dict[str, Any]:
+    """bfcl_eval's verdict (`valid`, `error_type`) on a prompting model's raw reply `text` to an
+    irrelevance or relevance entry: its eval runner's own function, with the decoder of its
+    prompting handlers (`default_decode_ast_prompting`)."""
+    evaluate, decode = _relevance_entry()
+    handler = types.SimpleNamespace(decode_ast=lambda result, language, has_tool_call_tag:
+                                    decode(result, language, has_tool_call_tag))
+    verdict = evaluate(handler, task.id, text, {}, MODELS[False], task.bfcl_category)
+    return {"valid": verdict["valid"], "error_type": verdict.get("error_type")}
+
+
+@functools.cache
 def possible_answers(bfcl_category: str) -> dict[str, list[dict[str, Any]]]:
     """bfcl_eval's possible answers of a category, read from its file, by entry id."""
     path = data_dir() / "possible_answer" / f"BFCL_v4_{bfcl_category}.json"

@@ -6,10 +6,11 @@ import dataclasses
 import random
 
 from seetjax.envs import bfcl_single
-from seetjax.envs.bfcl_single import ExpectedCall
+from seetjax.envs.bfcl import BfclEnvConfig
+from seetjax.envs.bfcl_single import ExpectedCall, parse_reply
 from seetjax.eval.single_turn_checker import DECODER_FAILED, IRRELEVANCE_ERROR, check
 from seetjax.tools.calls import ParseError, ToolCall
-from tests.eval.bfcl_ast_reference import bfcl_verdict
+from tests.eval.bfcl_ast_reference import bfcl_relevance_verdict, bfcl_verdict
 from tests.eval.single_turn_perturb import PERTURBATIONS, ground_truth, perturb
 
 AST = [t for c in bfcl_single.NON_LIVE_AST + bfcl_single.LIVE_AST
@@ -70,6 +71,41 @@ def test_irrelevance_and_relevance_get_bfcl_evals_verdicts():
     irrelevance, relevance = (bfcl_single.load_tasks(c)[0] for c in ("irrelevance", "live_relevance"))
     assert check(irrelevance, error).valid and not check(relevance, error).valid
     assert check(irrelevance, [ToolCall("f")]).error_type == IRRELEVANCE_ERROR
+
+
+def _refused_values(name: str, param: str) -> list[str]:
+    """Replies calling `name` with values we refuse and bfcl_eval reads or fails on: arithmetic
+    (which it computes; with a name in it, its `eval` fails), values past our bounds or without
+    a JSON form, and a refusal followed by a part its decoder cannot read."""
+    values = ["2 + 3", "'a' + 'b'", "10 * 4.5 - 1", "(1, 2) + (3,)", "-2 ** 2", "[1] * 3",
+              "1e999", "9" * 70, "'" + "x" * 20_000 + "'", "[" * 20 + "]" * 20,
+              "[" + "0, " * 1100 + "]", "1j", "b'x'", "{'k': 2 * 3}", "y + 1", "(y + 1) * 2"]
+    calls = [f"{name}({param}={v})" for v in values]
+    return [f"[{c}]" for c in calls] + [
+        f"```\n{calls[0]}\n```", f"{calls[6]}, {name}()", f"[{calls[0]}, 5]",
+        f"[{name}({param}=1e999, other=lambda: 1)]", f"[{name}({param}=2 + 3, other=-y)]",
+        f"[{name}({param}=2 + 3, other={{[1]: 2}})]", f"[{name}({param}=2 +)]"]
+
+
+def test_refused_values_get_bfcl_evals_relevance_verdicts():
+    """A call bfcl_eval's decoder reads is a call made, whatever value of it we refuse to read:
+    an irrelevance entry fails on it and a relevance entry passes, under both decodings."""
+    rng = random.Random(2)
+    tasks = [t for c in bfcl_single.IRRELEVANCE for t in rng.sample(bfcl_single.load_tasks(c), 25)]
+    tasks += list(bfcl_single.load_tasks("live_relevance"))
+    outcomes = collections.Counter()
+    for task in tasks:
+        doc = rng.choice(task.docs)
+        param = next(iter(doc["parameters"]["properties"]), "x")
+        for text in _refused_values(doc["name"], param):
+            theirs = bfcl_relevance_verdict(task, text)
+            for decoding in ("lenient", "official"):
+                config = BfclEnvConfig(prompt_style="bfcl", decoding=decoding)
+                ours = check(task, parse_reply(task, text, config))
+                assert (ours.valid, ours.error_type) == (theirs["valid"], theirs["error_type"]), (
+                    task.id, decoding, text[:100], ours, theirs)
+                outcomes[task.category in bfcl_single.RELEVANCE, ours.valid] += 1
+    assert min(outcomes.values()) >= 100, outcomes  # calls made and not, on both kinds
 
 
 def _task(category, docs, answers):

@@ -201,3 +201,85 @@ def test_round_trip_through_every_format(specs):
     assert parse_python_calls(python_text) == calls
     assert parse_hermes_calls("\n".join(c.to_hermes() for c in calls)) == calls
     assert parse_json_calls(json.dumps([c.to_json() for c in calls])) == calls
+
+
+_CULPRITS = ["BAD_NAME", "1 + 2", "b'x'", "open('x')", "1e999", "9" * 70]
+
+
+def _culprit_corpus() -> list[tuple[str, str]]:
+    """(message, culprit): python-format messages refused at their one `culprit`, after
+    non-ASCII text (2-, 3- and 4-byte UTF-8, a combining mark) on its line and the lines before,
+    inside fences, after blank lines, on one line or several."""
+    texts = ["ü", "中文字", "😀", "e\u0301", "plain"]
+    corpus = []
+    for i, culprit in enumerate(_CULPRITS):
+        for text in texts:
+            before = f"f(a='{text}', b=[{{'k{text}': '{text * 3}'}}])"
+            call = f"g(x='{text}', y={culprit}, z='{text}')"
+            for wrap in ("[{0}, {1}]", "[{0},\n {1}]", "```\n[{0},\n\n    {1}]\n```",
+                         "\n  {1}", "```python\n[\n{0},\n{0}, {1}]\n```"):
+                corpus.append((wrap.format(before, call), culprit))
+        corpus.append((f"Sure {texts[i % len(texts)]}!\n  [f(a={culprit})]", "[f("))
+    return corpus
+
+
+@pytest.mark.parametrize("text, culprit", _culprit_corpus())
+def test_python_error_positions_point_at_the_culprit(text, culprit):
+    """Line and column (1-based, in characters) land on the culprit, whatever non-ASCII text
+    precedes it (ast's columns count UTF-8 bytes)."""
+    error = parse_python_calls(text)
+    assert isinstance(error, ParseError) and error.line is not None, error
+    line = text.split("\n")[error.line - 1]
+    assert line[error.column - 1:].startswith(culprit), (error, line)
+
+
+def test_python_parsing_locates_nothing_until_it_fails():
+    """Locating a node reads the message up to it: done for every literal, it made parsing
+    quadratic (a 64 KB reply took seconds, more with one non-ASCII character). A parse that
+    succeeds locates nothing, one that fails locates its error once, at any length."""
+    from seetjax.tools import calls as module
+
+    for size in (16_384, 65_000):
+        items, length = [], 0
+        while length < size - 100:  # one line, the case that took longest
+            items.append(f"f(a={len(items)}, b='é', c=[1.5, None, {{'k': True}}])")
+            length += len(items[-1]) + 2
+        good, bad = "[" + ", ".join(items) + "]", "[" + ", ".join(items) + ", f(a=x)]"
+        with mock.patch.object(module, "_offset_of", wraps=module._offset_of) as located:
+            assert len(parse_python_calls(good)) == len(items)
+            assert located.call_count == 0
+            error = parse_python_calls(bad)
+            assert located.call_count == 1
+        assert isinstance(error, ParseError) and error.column == bad.index("=x)") + 2
+
+
+_KEYS = (st.text(max_size=4) | st.integers(-5, 5) | st.booleans() | st.none()
+         | st.floats(allow_nan=False, allow_infinity=False, width=16)
+         | st.tuples(st.integers(-3, 3), st.text(max_size=2) | st.tuples(st.booleans())))
+_ANY_KEYED = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.text(max_size=8)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: (st.lists(inner, max_size=3) | st.tuples(inner, inner)
+                   | st.dictionaries(_KEYS, inner, max_size=3)),
+    max_leaves=10)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(_NAMES, _ANY_KEYED, max_size=4))
+def test_json_renderings_take_any_dict_keys(args):
+    """Official decoding keeps bfcl_eval's non-string keys below the top level (tuples, numbers,
+    None): the JSON renderings write every key as `str` does, the canonical form's keys, so
+    a call reads back equal to itself."""
+    call = ToolCall("f", args)
+    text = call.to_hermes()
+    assert json.loads(text.removeprefix("<tool_call>").removesuffix("</tool_call>")) == call.to_json()
+    assert parse_hermes_calls(text) == [call]
+
+
+def test_json_renderings_are_total():
+    for value in (10**5000, float("nan"), {(1, (2, None)): {3: [10**100]}}, [{None: -0.0}],
+                  {10**5000: 1}):
+        call = ToolCall("f", {"a": value})
+        assert json.loads(call.to_hermes()[len("<tool_call>"):-len("</tool_call>")])["name"] == "f"
+        assert call.key() and json.dumps(call.to_json())

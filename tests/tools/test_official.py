@@ -22,7 +22,7 @@ import pytest
 from seetjax.envs import bfcl_single
 from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
 from seetjax.envs.bfcl_data import CATEGORIES, load_tasks
-from seetjax.tools.calls import ParseError, ToolCall, parse_python_calls
+from seetjax.tools.calls import ParseError, ToolCall, parse_python_calls, parse_tool_calls
 from seetjax.tools.official import (
     decode_official,
     decode_official_ast,
@@ -72,11 +72,18 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _bfcl_calls(strings: list[str]) -> list[tuple[str, dict[str, Any]]] | str:
-    """bfcl_eval's execution strings as (name, keyword values), or "executes" when one of them
-    would run a nested call."""
+    """bfcl_eval's execution strings as the (name, keyword values) its executor's `eval` calls;
+    "unreadable" when one of them is not Python (that `eval` fails), "executes" when one would
+    run anything but one call of literal keyword values (a nested call, a second call)."""
     calls = []
     for text in strings:
+        try:
+            compile(text, "<bfcl_eval>", "eval")  # its `eval`'s first step; nothing runs
+        except SyntaxError:
+            return "unreadable"
         node = ast.parse(text, mode="eval").body
+        if not isinstance(node, ast.Call) or node.args or any(k.arg is None for k in node.keywords):
+            return "executes"
         try:
             args = {k.arg: _value(k.value) for k in node.keywords}
         except LookupError:
@@ -98,9 +105,11 @@ def compare(decode, text: str, evaluates: bool = False, prose: bool = False) -> 
         return None if agree else f"bfcl_eval fails, ours gives {ours}"
     if evaluates:
         return f"bfcl_eval evaluates, ours gives {ours}"
+    expected = _bfcl_calls(theirs)
+    if expected == "unreadable":
+        return None if isinstance(ours, ParseError) else f"bfcl_eval cannot run {theirs}, ours {ours}"
     if isinstance(ours, ParseError):
         return f"bfcl_eval decodes {theirs}, ours: {ours}"
-    expected = _bfcl_calls(theirs)
     if expected == "executes":
         return f"bfcl_eval would execute a nested call in {theirs}, ours gives {ours}"
     got = [(c.name, dict(c.args)) for c in ours]
@@ -233,6 +242,44 @@ def test_official_rejections(bfcl_decode, text, evaluates):
     assert isinstance(result, ParseError) and is_evaluation_error(result) == evaluates, result
     if evaluates:
         assert "seetjax never evaluates model text" in result.message
+
+
+@pytest.mark.parametrize("text,evaluates", [
+    # `**x` is bfcl_eval's keyword None: it renders `f(None=...)`, which its executor cannot run.
+    ("[f(**{'a': 1})]", False), ("[f(a=1, **{'b': 2})]", False),
+    # Dict keys rendered into the call string: a quote ends the string, a `#` comments out the
+    # rest, and the executor runs what is left.
+    ("[f(a={\"k': 1}) # \": 2})]", False), ("[f(a={\"k') # \": 1})]", False),
+    ("[f(a={'x': 1, \"y': 2}, b=3) # \": 0})]", False),
+    ("[f(a={\"k': 1}), g(b=2) # \": 1})]", True), ("[f(a={\"k': g(c=1)}) # \": 1})]", True),
+    ("[f(a={\"k': 1}, **{'b': 2}) # \": 1})]", True),
+    # Non-string keys below the top level are repr'd, so they stay as they are.
+    ("[f(a=[{1: 'x'}])]", False), ("[f(a=({1: 'x'}, {(1, 2): [3]}))]", False),
+    ("[f(a=[{None: 1, True: 2, 1.5: 3, (1, (2,)): 4}])]", False),
+    ("[f(a={'k': [{1: {2: 'x'}}]}, b=[{(1,): ()}])]", False),
+    # Fenced, with values of every shape.
+    ("```\n[f(a={'k': [1, (2, {3: 'x'})]}, b=(1, [2]), c={'d': None})]\n```", False),
+    ("```\nf(a=[{1: 2}]), g(b=({'x': (1,)},))\n```", False), ("```\nf (a=[{1: 2}])\n```", False),
+    ("``` f(a={'k': {'j': [1]}}) ```", True), ("```\n[f(a=1j)]\n```", False),
+    ("```\nf (a=1j)\n```", False), ("```\nf (a='" + "x" * 20_000 + "')\n```", False),
+])
+def test_official_matches_bfcl_eval_on_renderings_and_keys(bfcl_decode, text, evaluates):
+    """What bfcl_eval's executor runs is the rendered call string: `decode_official` reads that
+    string, not the values it was rendered from. Complex numbers and values past the bounds are
+    refused (a ParseError, never no call)."""
+    problem = compare(bfcl_decode, text, evaluates)
+    if problem is not None and ("1j" in text or "x" * 100 in text):
+        assert isinstance(decode_official(text), ParseError), text
+    else:
+        assert problem is None, problem
+
+
+def test_official_calls_render_in_every_format():
+    calls = decode_official("[f(a=[{(1, 2): 'x', 3: (4,)}], b=({None: True},))]")
+    assert calls == [ToolCall("f", {"a": [{"(1, 2)": "x", "3": [4]}], "b": [{"None": True}]})]
+    assert parse_tool_calls(calls[0].to_hermes()) == calls
+    again = decode_official(f"[{calls[0].to_python()}]")  # BFCL's form: the keys as they were
+    assert again == calls and _same(dict(again[0].args), dict(calls[0].args))
 
 
 def test_official_never_raises_on_hostile_text():
