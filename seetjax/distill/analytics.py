@@ -1,8 +1,9 @@
 """Analytics & QA of a distillation output: report.md and PNGs.
 
-Read from the journal (every outcome, rejected ones with their traces) and the run summary:
-coverage by family and difficulty, acceptance rate and drop reasons, score distribution, teacher
-and reviewer usage shares, token lengths, language mix, and a seeded random spot-check sample of
+Read from the journal (every scenario's outcome, rejected ones with their traces) and
+`usage.json`: coverage by family and difficulty, acceptance rate and drop reasons, score
+distribution, teacher and reviewer usage shares, requests and tokens per endpoint over every
+invocation of the run, token lengths, language mix, and a seeded random spot-check sample of
 accepted traces to read by hand (`docs/qa_checklist.md` says what to look for).
 """
 
@@ -15,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from seetjax.distill.language import language_mix
-from seetjax.distill.pipeline import SUMMARY
 from seetjax.distill.records import Outcome
 from seetjax.distill.review import render_trace
-from seetjax.distill.writer import read_outcomes
+from seetjax.distill.writer import read_outcomes, read_usage
 
 
 def statistics(outcomes: list[Outcome]) -> dict[str, Any]:
@@ -114,10 +114,8 @@ def write_report(state_dir: str | Path, out_dir: str | Path, spot_checks: int = 
     state, out = Path(state_dir), Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     outcomes = read_outcomes(state)
-    stats = statistics(outcomes)
+    stats = {**statistics(outcomes), "usage": read_usage(state)}
     (out / "stats.json").write_text(json.dumps(stats, indent=1, ensure_ascii=False))
-    summary_path = state / SUMMARY
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     pictures = _plots(stats, out) if outcomes else []
     accepted = [o.record for o in outcomes if o.status == "accepted"]
     sample = random.Random(seed).sample(accepted, min(spot_checks, len(accepted)))
@@ -134,8 +132,8 @@ def write_report(state_dir: str | Path, out_dir: str | Path, spot_checks: int = 
              "## Teacher and reviewer usage", "",
              *_table(stats["teacher_shares"], ("teacher endpoint", "share of accepted")), "",
              *_table(stats["reviewer_shares"], ("reviewer endpoint", "share of reviews")), "",
-             *_table({k: json.dumps(v) for k, v in summary.get("usage", {}).items()},
-                     ("pool", "requests / failures / retries / tokens per endpoint (last run)")),
+             *_table({k: json.dumps(v) for k, v in stats["usage"].items()},
+                     ("pool", "requests / failures / retries / tokens per endpoint (all runs)")),
              "", *(f"![{p}]({p})" for p in pictures), "",
              f"## Spot checks ({len(sample)} random accepted traces, seed {seed})", ""]
     for record in sample:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +26,8 @@ class ConfigError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No inf or nan anywhere: a weight of .inf or a min_score of nan would pass every bound.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Sampling(_Strict):
@@ -45,9 +47,9 @@ class EndpointSpec(_Strict):
     model: str = Field(min_length=1)
     api_key_env: str | None = None  # the variable holding its key (never the key itself)
     provider: str = "openai-compatible"  # recorded in metadata.generation
-    weight: float = Field(1.0, gt=0.0)
+    weight: float = Field(1.0, gt=0.0, le=1e6)  # relative: bounded so that sums stay finite
     sampling: Sampling = Sampling()
-    timeout_s: float = Field(120.0, gt=0.0)
+    timeout_s: float = Field(120.0, gt=0.0)  # per attempt, from request to the reply's last byte
     max_requests: int = Field(0, ge=0)  # this endpoint's budget (0: unlimited)
     max_tokens: int = Field(0, ge=0)  # prompt + completion tokens (0: unlimited)
 
@@ -56,6 +58,15 @@ class EndpointSpec(_Strict):
     def _url(cls, v: str) -> str:
         if not v.startswith(("http://", "https://")):
             raise ValueError("must be an http(s):// URL")
+        parts = urllib.parse.urlsplit(v)
+        if not parts.hostname:
+            raise ValueError(f"{v!r} has no host")
+        try:
+            port = parts.port
+        except ValueError:
+            port = 0
+        if port is not None and not 1 <= port <= 65535:
+            raise ValueError(f"{v!r} has no port in 1..65535")
         return v.rstrip("/")
 
     def api_key(self) -> str:
@@ -79,8 +90,9 @@ class Concurrency(_Strict):
 
 
 class Budget(_Strict):
-    """Run-wide limits over all endpoints (0: unlimited). When spent, no new scenario starts and
-    unfinished ones stay undone for a later run."""
+    """Run-wide limits over all endpoints (0: unlimited), counted over every invocation of the
+    output (its usage.json), as endpoints' own limits are: a rerun goes on from what earlier ones
+    spent. When spent, no new scenario starts and unfinished ones stay undone for a later run."""
 
     max_requests: int = Field(0, ge=0)
     max_tokens: int = Field(0, ge=0)
@@ -98,9 +110,13 @@ class ReviewFlow(_Strict):
 
 
 class LanguagePolicy(_Strict):
-    """English-dominant narrative; a Chinese summary where required (per scenario overridable)."""
+    """English-dominant narrative, message by message for the parts named in `english_parts`
+    (rationales: the text of a reply with calls; final answers, without their summary line); a
+    Chinese summary where required (per scenario overridable)."""
 
     english_min_share: float = Field(0.6, ge=0.0, le=1.0)
+    english_parts: tuple[Literal["rationale", "final_answer"], ...] = ("rationale",
+                                                                      "final_answer")
     require_chinese_summary: bool = False
     summary_marker: str = "中文摘要："
 
@@ -117,8 +133,8 @@ class PromptConfig(_Strict):
     extra: str = ""
 
 
-DEFAULT_VALIDATORS = ("schema", "execution", "ground_truth", "tool_loops", "final_answer",
-                      "language_policy")
+DEFAULT_VALIDATORS = ("schema", "execution", "ground_truth", "tool_loops", "truncated",
+                      "final_answer", "answer_length", "faithfulness", "language_policy")
 
 
 class Validation(_Strict):
@@ -129,6 +145,7 @@ class Validation(_Strict):
     required: tuple[str, ...] = DEFAULT_VALIDATORS
     max_repeated_calls: int = Field(2, ge=1)  # identical calls in a row before it is a loop
     max_execution_errors: int = Field(0, ge=0)
+    max_answer_chars: int = Field(4000, ge=1)  # a final answer's length limit
 
     @model_validator(mode="after")
     def _subset(self) -> Validation:
@@ -145,7 +162,7 @@ class EpisodeConfig(_Strict):
 class Dedup(_Strict):
     exact: bool = True
     near: bool = True
-    threshold: float = Field(0.85, gt=0.0, le=1.0)  # estimated Jaccard of word shingles
+    threshold: float = Field(0.85, gt=0.0, le=1.0)  # exact Jaccard of word shingles
     num_perm: int = Field(128, ge=16)
     shingle_words: int = Field(5, ge=1)
 
@@ -206,6 +223,9 @@ class DistillConfig(_Strict):
     episode: EpisodeConfig = EpisodeConfig()
     dedup: Dedup = Dedup()
     preflight: bool = True  # GET /models on every endpoint before any scenario
+    # Rejection reasons a rerun tries again (the endpoints' failures by default; a validator's
+    # name or `review` to judge such scenarios again, () to keep every outcome final).
+    retry_failed: tuple[str, ...] = ("teacher_failed", "reviewer_failed")
 
     @model_validator(mode="after")
     def _cross(self) -> DistillConfig:
@@ -239,8 +259,17 @@ class DistillConfig(_Strict):
         shaping["output"] = {k: shaping["output"][k] for k in ("formats", "shard_size")}
         return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
 
+    def rules(self) -> dict[str, Any]:
+        """What decides whether a trace is accepted, and how it is made: the manifest records
+        them, and a rerun under others is refused unless allowed (records judged by two sets of
+        rules would mix silently)."""
+        return self.model_dump(mode="json", include={
+            "review_flow", "language_policy", "validation", "episode", "prompt"},
+            exclude={"review_flow": {"parse_retries"}})
 
-def _field_path(loc: Sequence[Any]) -> str:
+
+def field_path(loc: Sequence[Any]) -> str:
+    """A pydantic error location as a field path: `teacher_pool[1].base_url`."""
     path = ""
     for part in loc:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
@@ -249,7 +278,9 @@ def _field_path(loc: Sequence[Any]) -> str:
 
 def parse_config(raw: Mapping[str, Any]) -> DistillConfig:
     """Validates a config mapping; raises ConfigError naming every field at fault, then checks
-    what needs the registry and the environment (families, API-key variables)."""
+    what needs the registry and the environment (families, API-key variables, a local output
+    that can be written)."""
+    from seetjax.distill.flow import FLOW_REASONS
     from seetjax.distill.scenarios import FAMILIES
     from seetjax.distill.validators import VALIDATORS
 
@@ -259,7 +290,7 @@ def parse_config(raw: Mapping[str, Any]) -> DistillConfig:
         lines = []
         for error in e.errors():
             message = error["msg"].removeprefix("Value error, ")
-            path = _field_path(error["loc"])
+            path = field_path(error["loc"])
             lines.append(f"{path}: {message}" if path else message)
         raise ConfigError("bad distillation config:\n  " + "\n  ".join(lines)) from None
     for i, spec in enumerate(config.scenarios):
@@ -274,13 +305,34 @@ def parse_config(raw: Mapping[str, Any]) -> DistillConfig:
         if name not in VALIDATORS:
             raise ConfigError(f"validation.validators[{i}]: unknown validator {name!r}; one of "
                               f"{sorted(VALIDATORS)}")
+    reasons = {*VALIDATORS, *FLOW_REASONS}
+    for i, reason in enumerate(config.retry_failed):
+        if reason not in reasons:
+            raise ConfigError(f"retry_failed[{i}]: {reason!r} is no rejection reason; one of "
+                              f"{sorted(reasons)}")
     for field, pool in (("teacher_pool", config.teacher_pool),
                         ("reviewer_pool", config.reviewer_pool)):
         for i, endpoint in enumerate(pool):
             if endpoint.api_key_env and not os.environ.get(endpoint.api_key_env):
                 raise ConfigError(f"{field}[{i}].api_key_env: ${endpoint.api_key_env} is not set "
                                   f"(endpoint {endpoint.name!r})")
+    output = config.output
+    for field, url in (("output.url", output.url), ("output.state_dir", output.state_dir)):
+        if url and ("://" not in url or url.startswith("file://")):
+            _check_writable(field, url.removeprefix("file://"))
     return config
+
+
+def _check_writable(field: str, path: str) -> None:
+    """Refuses a local directory that cannot be created or written, creating nothing (a run
+    would otherwise fail on its first write, after its endpoint checks)."""
+    existing = Path(path)
+    while not existing.exists():  # the deepest part of the path that exists
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{field}: {path!r} cannot be created: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{field}: {path!r} cannot be written: {existing} is not writable")
 
 
 def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:

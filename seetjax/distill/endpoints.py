@@ -1,22 +1,24 @@
 """One OpenAI-compatible endpoint: the official `openai` client (native tool calling), retries
 with exponential backoff and jitter (`tenacity`) on 429 / 5xx / timeouts / lost connections /
-malformed replies, at least as long as a `Retry-After` asks, and usage counted for budgets.
+malformed replies (`seetjax.distill.replies`), at least as long as a `Retry-After` asks, and usage
+counted for budgets.
 
 The client's own retry loop is off (`max_retries=0`): tenacity decides, so every attempt is
 counted and the wait honours the pool's settings. Errors that retrying cannot fix (400, 401, 403,
-404, 422) fail at once, and the pool falls back to its next endpoint.
+404, 422) fail at once, and the pool falls back to its next endpoint. Each attempt has the
+endpoint's `timeout_s` in all, from sending the request to the last byte of the reply: the
+client's own timeout only bounds each read, which a reply trickling in never trips.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -26,9 +28,13 @@ from tenacity import (
 )
 
 from seetjax.distill.config import EndpointSpec, Retries
+from seetjax.distill.replies import MalformedReply, Message, parse_reply
 
 logger = logging.getLogger(__name__)
 RETRY_STATUSES = (408, 409, 429)
+# Names the scenario a request belongs to (providers ignore unknown headers; the oracle teacher
+# finds its ground truth by it).
+SCENARIO_HEADER = "X-Seetjax-Scenario"
 
 
 class EndpointFailed(Exception):
@@ -44,8 +50,8 @@ class BudgetSpent(Exception):
     """A request was refused before it was sent: an endpoint's or the run's budget is spent."""
 
 
-class MalformedReply(Exception):
-    """A 200 whose body is not a chat completion (no choices, bad JSON): retried."""
+class DeadlineExceeded(Exception):
+    """A reply not whole within the endpoint's `timeout_s`: retried."""
 
 
 class PreflightError(RuntimeError):
@@ -54,7 +60,7 @@ class PreflightError(RuntimeError):
 
 def retryable(error: BaseException) -> bool:
     if isinstance(error, (openai.APITimeoutError, openai.APIConnectionError, MalformedReply,
-                          openai.APIResponseValidationError, json.JSONDecodeError)):
+                          DeadlineExceeded)):
         return True
     if isinstance(error, openai.APIStatusError):
         return error.status_code in RETRY_STATUSES or error.status_code >= 500
@@ -90,7 +96,7 @@ class Usage:
 class Reply:
     """One chat completion: the message, why it ended, who answered and its token counts."""
 
-    message: Any  # openai's ChatCompletionMessage
+    message: Message
     finish_reason: str | None
     endpoint: EndpointSpec
     prompt_tokens: int
@@ -101,11 +107,14 @@ class Endpoint:
     """A client of one endpoint, with retries and a usage count (see the module docstring).
 
     `budget` is the run-wide budget the pool shares; it and the endpoint's own limits are checked
-    before each request (a request in flight may overshoot by its own tokens)."""
+    before each request (a request in flight may overshoot by its own tokens). `usage` counts
+    this invocation; `used_before` what earlier invocations of the run used, which the endpoint's
+    limits count too."""
 
-    def __init__(self, spec: EndpointSpec, retries: Retries, budget: RunBudget):
+    def __init__(self, spec: EndpointSpec, retries: Retries, budget: RunBudget,
+                 used_before: Usage | None = None):
         self.spec, self.retries, self.budget = spec, retries, budget
-        self.usage = Usage()
+        self.usage, self.used_before = Usage(), used_before or Usage()
         self.client = openai.AsyncOpenAI(base_url=spec.base_url, api_key=spec.api_key(),
                                          max_retries=0, timeout=spec.timeout_s)
 
@@ -114,15 +123,17 @@ class Endpoint:
         return self.spec.name
 
     def spent(self) -> bool:
-        limits = self.spec
-        return bool(limits.max_requests and self.usage.requests >= limits.max_requests
-                    or limits.max_tokens and self.usage.tokens >= limits.max_tokens)
+        limits, before = self.spec, self.used_before
+        return bool(limits.max_requests
+                    and self.usage.requests + before.requests >= limits.max_requests
+                    or limits.max_tokens and self.usage.tokens + before.tokens >= limits.max_tokens)
 
     async def chat(self, messages: Sequence[Mapping[str, Any]],
                    tools: Sequence[Mapping[str, Any]] | None = None,
-                   **overrides: Any) -> Reply:
+                   headers: Mapping[str, str] | None = None, **overrides: Any) -> Reply:
         """A completion, retried as the module docstring says; raises EndpointFailed or
-        BudgetSpent. `overrides` replace sampling parameters (e.g. `tool_choice="none"`)."""
+        BudgetSpent. `headers` go with the request (e.g. `SCENARIO_HEADER`); `overrides`
+        replace sampling parameters (e.g. `tool_choice="none"`)."""
         sampling = self.spec.sampling
         kwargs: dict[str, Any] = {"temperature": sampling.temperature, "top_p": sampling.top_p,
                                   "max_tokens": sampling.max_tokens}
@@ -140,14 +151,15 @@ class Endpoint:
             async for attempt in retrying:
                 with attempt:
                     attempts += 1
-                    return await self._once(list(messages), kwargs)
+                    return await self._once(list(messages), kwargs, headers or {})
         except BudgetSpent:
             raise
         except Exception as e:  # noqa: BLE001 - every failure becomes the pool's fallback signal
             raise EndpointFailed(self.name, e, attempts) from e
         raise AssertionError("unreachable: tenacity reraises")
 
-    async def _once(self, messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> Reply:
+    async def _once(self, messages: list[dict[str, Any]], kwargs: dict[str, Any],
+                    headers: Mapping[str, str]) -> Reply:
         if self.spent() or self.budget.spent():
             raise BudgetSpent(f"endpoint {self.name!r}: budget spent")
         self.usage.requests += 1
@@ -156,23 +168,26 @@ class Endpoint:
             # The client's generic `post` (its documented way to send a body as it is) instead
             # of `chat.completions.create`, whose recursive TypedDict transform of messages and
             # tool schemas costs ~14 ms of CPU per request here, the pipeline's largest cost
-            # against a fast endpoint. Same transport, errors, timeouts and response model.
-            response = await self.client.post(
-                "/chat/completions", cast_to=ChatCompletion,
-                body={"model": self.spec.model, "messages": messages, **kwargs})
-            if not getattr(response, "choices", None):
-                raise MalformedReply(f"a reply without choices: {str(response)[:200]!r}")
+            # against a fast endpoint. Same transport, errors and timeouts; the body comes back
+            # as bytes for `parse_reply`, which checks all of it.
+            try:
+                async with asyncio.timeout(self.spec.timeout_s):
+                    body = await self.client.post(
+                        "/chat/completions", cast_to=bytes,
+                        body={"model": self.spec.model, "messages": messages, **kwargs},
+                        options={"headers": dict(headers)})
+            except TimeoutError:
+                raise DeadlineExceeded(f"no whole reply within timeout_s="
+                                       f"{self.spec.timeout_s:g} s") from None
+            reply = parse_reply(body)
         except Exception:
             self.usage.failures += 1
             raise
-        usage = response.usage
-        prompt, completion = ((usage.prompt_tokens or 0, usage.completion_tokens or 0)
-                              if usage is not None else (0, 0))
+        prompt, completion = reply.tokens
         self.usage.prompt_tokens += prompt
         self.usage.completion_tokens += completion
         self.budget.add(tokens=prompt + completion)
-        choice = response.choices[0]
-        return Reply(choice.message, choice.finish_reason, self.spec, prompt, completion)
+        return Reply(reply.message, reply.finish_reason, self.spec, prompt, completion)
 
     def _wait(self, state: RetryCallState) -> float:
         r = self.retries
@@ -191,7 +206,11 @@ class Endpoint:
         unreachable, refuses the key, or does not serve the configured model."""
         where = f"endpoint {self.name!r} ({self.spec.base_url})"
         try:
-            listed = await self.client.models.list()
+            async with asyncio.timeout(self.spec.timeout_s):
+                listed = await self.client.models.list()
+        except TimeoutError:
+            raise PreflightError(f"{where}: no whole answer to GET /models within timeout_s="
+                                 f"{self.spec.timeout_s:g} s") from None
         except openai.AuthenticationError as e:
             key = (f"the key in ${self.spec.api_key_env}" if self.spec.api_key_env
                    else "no key (set api_key_env)")

@@ -15,7 +15,7 @@ import dataclasses
 from typing import Any
 
 from seetjax.distill.config import DistillConfig, EndpointSpec
-from seetjax.distill.endpoints import BudgetSpent, Endpoint, EndpointFailed
+from seetjax.distill.endpoints import SCENARIO_HEADER, BudgetSpent, Endpoint, EndpointFailed
 from seetjax.distill.pools import Pool
 from seetjax.distill.records import Turn, build_turns
 from seetjax.distill.scenarios import Scenario
@@ -46,6 +46,7 @@ class Attempt:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reflection_passes: int = 0
+    finish_reasons: list[str | None] = dataclasses.field(default_factory=list)  # per reply
     failure: str = ""
     budget: bool = False
 
@@ -78,10 +79,13 @@ async def _play_on(endpoint: Endpoint, attempt: Attempt, config: DistillConfig) 
     env = BfclEnv(env_config(config))
     env.reset(attempt.scenario.task)
     system = {"role": "system", "content": attempt.system}
+    headers = {SCENARIO_HEADER: attempt.scenario.id}
     prompt_tokens = completion_tokens = 0
+    finish_reasons = []  # the validators reject a reply cut by max_tokens ("length")
     while not env.done:
         reply = await endpoint.chat([system, *chat_messages(env.history, True, "hermes")],
-                                    env.tools)
+                                    env.tools, headers)
+        finish_reasons.append(reply.finish_reason)
         prompt_tokens += reply.prompt_tokens
         completion_tokens += reply.completion_tokens
         env.step(reply_text(reply.message.content, reply.message.tool_calls or []))
@@ -90,7 +94,9 @@ async def _play_on(endpoint: Endpoint, attempt: Attempt, config: DistillConfig) 
         for _ in range(config.episode.reflection_passes):
             reply = await endpoint.chat(
                 [system, *chat_messages(env.history, True, "hermes"),
-                 {"role": "user", "content": REFLECTION_PROMPT}], env.tools, tool_choice="none")
+                 {"role": "user", "content": REFLECTION_PROMPT}], env.tools, headers,
+                tool_choice="none")
+            finish_reasons.append(reply.finish_reason)
             prompt_tokens += reply.prompt_tokens
             completion_tokens += reply.completion_tokens
             revised = (reply.message.content or "").strip()
@@ -104,5 +110,5 @@ async def _play_on(endpoint: Endpoint, attempt: Attempt, config: DistillConfig) 
     attempt.trace, attempt.result = env.trace(), env.result()
     attempt.endpoint = endpoint.spec
     attempt.prompt_tokens, attempt.completion_tokens = prompt_tokens, completion_tokens
-    attempt.reflection_passes = passes
+    attempt.reflection_passes, attempt.finish_reasons = passes, finish_reasons
     return attempt

@@ -31,6 +31,8 @@ from seetjax.distill.review import ReviewUnparsed, review
 from seetjax.distill.scenarios import Scenario
 from seetjax.distill.validators import Validation, language_info, validate
 
+FLOW_REASONS = ("review", "review_unparsed", "reviewer_failed", "teacher_failed")
+
 
 class OutOfBudget(Exception):
     """The scenario could not finish for lack of budget: it stays undone for a later run."""

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import re
 from collections.abc import Sequence
 
+DETECT_CHARS, SENTENCE_CHARS = 20_000, 1_000  # what `language_mix` reads at most
 MIN_CONFIDENCE = 0.5  # normalised probability below which a sentence's label is not trusted
 # Chinese as a macrolanguage: the model also knows Wu and Cantonese, and short Mandarin summaries
 # are sometimes labelled as either.
@@ -50,15 +52,18 @@ class LanguageMix:
 
 
 def language_mix(texts: Sequence[str]) -> LanguageMix:
+    """The mix of `texts`, sentence by sentence. Detection costs ~1 us per character on the
+    event loop's thread, so one call reads at most ~DETECT_CHARS: each sentence by its first
+    SENTENCE_CHARS and, past that budget, an evenly spaced sample of the sentences, each counted
+    for the text it stands for (a 3.3 MB reply: ~20 ms, not 3.5 s)."""
+    sentences = [s for text in texts for s in map(str.strip, _SENTENCES.split(text)) if s]
+    stride = max(1, math.ceil(sum(min(len(s), SENTENCE_CHARS) for s in sentences)
+                              / DETECT_CHARS))
     chars: dict[str, int] = {}
-    for text in texts:
-        for sentence in _SENTENCES.split(text):
-            sentence = sentence.strip()
-            if not sentence:
-                continue
-            language, probability = detect(sentence)
-            if probability >= MIN_CONFIDENCE:
-                chars[language] = chars.get(language, 0) + len(sentence)
+    for sentence in sentences[stride // 2::stride]:
+        language, probability = detect(sentence[:SENTENCE_CHARS])
+        if probability >= MIN_CONFIDENCE:
+            chars[language] = chars.get(language, 0) + len(sentence) * stride
     return LanguageMix(chars)
 
 

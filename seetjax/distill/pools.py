@@ -10,12 +10,20 @@ over to the next one; only when every endpoint failed does the pool fail.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from seetjax.distill.config import DistillConfig, EndpointSpec
-from seetjax.distill.endpoints import BudgetSpent, Endpoint, EndpointFailed, Reply, RunBudget
+from seetjax.distill.endpoints import (
+    BudgetSpent,
+    Endpoint,
+    EndpointFailed,
+    Reply,
+    RunBudget,
+    Usage,
+)
 
 
 class PoolExhausted(Exception):
@@ -30,9 +38,12 @@ class Pool:
     """One pool's endpoints (see the module docstring)."""
 
     def __init__(self, name: str, specs: Sequence[EndpointSpec], config: DistillConfig,
-                 budget: RunBudget):
+                 budget: RunBudget, used_before: Mapping[str, Mapping[str, int]] | None = None):
+        """`used_before`: endpoint name -> counts of earlier invocations (`usage()`'s form)."""
         self.name, self.seed = name, config.seed
-        self.endpoints = [Endpoint(spec, config.retries, budget) for spec in specs]
+        used_before = used_before or {}
+        self.endpoints = [Endpoint(spec, config.retries, budget,
+                                   Usage(**used_before.get(spec.name, {}))) for spec in specs]
         self.preferred = [n for n in config.preferred_order if n in {s.name for s in specs}]
 
     def order(self, key: str) -> list[Endpoint]:
@@ -64,11 +75,8 @@ class Pool:
         raise PoolExhausted(self.name, failures, budget)
 
     def usage(self) -> dict[str, dict[str, int]]:
-        """Per endpoint: requests, failures, retries and tokens so far."""
-        return {e.name: {"requests": e.usage.requests, "failures": e.usage.failures,
-                         "retries": e.usage.retries, "prompt_tokens": e.usage.prompt_tokens,
-                         "completion_tokens": e.usage.completion_tokens}
-                for e in self.endpoints}
+        """Per endpoint: requests, failures, retries and tokens of this invocation so far."""
+        return {e.name: dataclasses.asdict(e.usage) for e in self.endpoints}
 
     def spent(self) -> bool:
         return all(e.spent() or e.budget.spent() for e in self.endpoints)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from seetjax.distill.config import DistillConfig
-from seetjax.distill.endpoints import Reply
+from seetjax.distill.endpoints import SCENARIO_HEADER, Reply
 from seetjax.distill.pools import Pool
 from seetjax.distill.records import Turn
 from seetjax.distill.scenarios import Scenario
@@ -85,7 +85,8 @@ async def review(pool: Pool, scenario: Scenario, turns: Sequence[Turn], config: 
     messages = review_request(scenario, turns)
     errors = []
     for _ in range(config.review_flow.parse_retries + 1):
-        reply = await pool.chat(f"{scenario.id}/review/{round_}", messages)
+        reply = await pool.chat(f"{scenario.id}/review/{round_}", messages,
+                                headers={SCENARIO_HEADER: scenario.id})
         try:
             return parse_verdict(reply.message.content), reply
         except ValueError as e:

@@ -4,13 +4,17 @@
   first makes the turn's calls (one reply, parallel `tool_calls`), then, after the results, an
   English final answer (with a Chinese summary line when the system prompt asks for one); a turn
   whose ground truth is empty gets a request for the missing information. It finds the scenario
-  by the conversation's first user message; asked to reflect on its answer, it repeats it. It
-  also answers review requests
-  (`seetjax.distill.review`) with a verdict from `review_policy`.
+  by the id each request carries in its `X-Seetjax-Scenario` header (`SCENARIO_HEADER`, sent by
+  the episode and the reviewer), never by the conversation, which two scenarios may share;
+  asked to reflect on its answer, it repeats it. It also answers review requests
+  (`seetjax.distill.review`) with a verdict from `review_policy`, counting reviews per scenario.
 - The **fault** endpoint serves a handler (the oracle's) but answers request n with the fault
   `faults[n % len(faults)]`: `429` (with Retry-After), `500`, `timeout` (sleeps past the
   client's timeout, then answers), `malformed` (a 200 whose body is not JSON), `truncated` (a 200
-  whose JSON body stops halfway, as a dropped connection leaves it) or None (a normal answer).
+  whose JSON body stops halfway, as a dropped connection leaves it), `trickle` (the answer one
+  byte every `trickle_s`: each read is quick, the whole reply is not), a function (the handler's
+  answer -> the body sent: any JSON value, or bytes sent as they are; to fuzz reply shapes) or
+  None (a normal answer).
 
 Both are FastAPI apps speaking the chat-completions schema, served by uvicorn like
 `launch/serve.py`; the oracle makes validated data with no model at all.
@@ -23,20 +27,24 @@ import collections
 import itertools
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from seetjax.distill.endpoints import SCENARIO_HEADER
 from seetjax.distill.episode import REFLECTION_PROMPT
 from seetjax.distill.review import REVIEW_MARKER
 from seetjax.distill.scenarios import Scenario
 
-Handler = Callable[[dict[str, Any]], dict[str, Any]]
-# (transcript, times this transcript's scenario was reviewed before) -> verdict fields
+# (request body, request headers) -> response body
+Handler = Callable[[dict[str, Any], Mapping[str, str]], dict[str, Any]]
+# (transcript, times this scenario was reviewed before) -> verdict fields
 ReviewPolicy = Callable[[str, int], dict[str, Any]]
-FAULTS = ("429", "500", "timeout", "malformed", "truncated")
+FAULTS = ("429", "500", "timeout", "malformed", "truncated", "trickle")
+# A named fault, a function rewriting the answer (see the module docstring), or None.
+Fault = str | Callable[[dict[str, Any]], Any] | None
 ORACLE_SUMMARY = "已完成：{names}。"
 ORACLE_ASK_SUMMARY = "需要更多信息才能继续。"
 # The oracle's sentences: English, or Chinese (to exercise the language policy).
@@ -73,7 +81,8 @@ def completion(model: str, content: str | None, tool_calls: Sequence[dict[str, A
 
 
 class Oracle:
-    """The oracle's answers (see the module docstring); a plain request -> response function."""
+    """The oracle's answers (see the module docstring); a plain (request, headers) -> response
+    function."""
 
     def __init__(self, scenarios: Iterable[Scenario], model: str = "oracle",
                  summary_marker: str = "中文摘要：", review_policy: ReviewPolicy = accept_all,
@@ -82,21 +91,19 @@ class Oracle:
             raise ValueError(f"narrative must be one of {tuple(NARRATIVES)}")
         self.model, self.marker, self.review_policy = model, summary_marker, review_policy
         self.texts = NARRATIVES[narrative]
-        self.by_opening: dict[str, Scenario] = {}
-        for scenario in scenarios:
-            self.by_opening.setdefault(scenario.task.turns[0][0]["content"], scenario)
+        self.by_id = {scenario.id: scenario for scenario in scenarios}
         self.reviews: collections.Counter[str] = collections.Counter()
 
-    def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, request: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
         messages = request.get("messages") or []
         prompt_tokens = sum(len(str(m.get("content") or "").split()) for m in messages)
         system = next((m.get("content") or "" for m in messages if m["role"] == "system"), "")
+        scenario_id = headers.get(SCENARIO_HEADER, "")
         if system.startswith(REVIEW_MARKER):
-            return self._review(messages, prompt_tokens)
-        users = [m for m in messages if m["role"] == "user"]
-        if users and messages[-1].get("content") == REFLECTION_PROMPT:  # its answer stands
+            return self._review(messages, scenario_id, prompt_tokens)
+        if messages and messages[-1].get("content") == REFLECTION_PROMPT:  # its answer stands
             return completion(self.model, messages[-2].get("content"), (), prompt_tokens)
-        scenario = self.by_opening.get(users[0]["content"]) if users else None
+        scenario = self.by_id.get(scenario_id)
         if scenario is None:
             return completion(self.model, "I do not know this task.", (), prompt_tokens)
         turn, steps = -1, 0
@@ -125,11 +132,11 @@ class Oracle:
             answer += f"\n{self.marker}{summary}"
         return completion(self.model, answer, (), prompt_tokens)
 
-    def _review(self, messages: list[dict[str, Any]], prompt_tokens: int) -> dict[str, Any]:
+    def _review(self, messages: list[dict[str, Any]], scenario_id: str, prompt_tokens: int
+                ) -> dict[str, Any]:
         transcript = messages[-1].get("content") or ""
-        key = next((line for line in transcript.splitlines() if line.startswith("[user]")), "")
-        verdict = self.review_policy(transcript, self.reviews[key])
-        self.reviews[key] += 1
+        verdict = self.review_policy(transcript, self.reviews[scenario_id])
+        self.reviews[scenario_id] += 1
         return completion(self.model, json.dumps(verdict, ensure_ascii=False), (), prompt_tokens)
 
 
@@ -151,19 +158,20 @@ def oracle_app(oracle: Oracle, latency_s: float = 0.0) -> FastAPI:
         body = await request.json()
         if latency_s:
             await asyncio.sleep(latency_s)
-        return oracle(body)
+        return oracle(body, request.headers)
 
     return app
 
 
-def fault_app(handler: Handler, faults: Sequence[str | None], model: str = "oracle",
-              timeout_sleep_s: float = 2.0, retry_after_s: float = 0.05,
+def fault_app(handler: Handler, faults: Sequence[Fault], model: str = "oracle",
+              timeout_sleep_s: float = 2.0, retry_after_s: float = 0.05, trickle_s: float = 1.0,
               counts: collections.Counter[str] | None = None) -> FastAPI:
     """`handler` behind injected faults (see the module docstring); `counts` tallies the
-    answers by fault ("ok" for none)."""
-    unknown = {f for f in faults if f is not None} - set(FAULTS)
+    answers by fault ("ok" for none, a function's name for a function)."""
+    unknown = {f for f in faults if isinstance(f, str)} - set(FAULTS)
     if not faults or unknown:
-        raise ValueError(f"faults: a non-empty list of {FAULTS} or None, not {sorted(unknown)}")
+        raise ValueError(f"faults: a non-empty list of {FAULTS}, functions or None, not "
+                         f"{sorted(unknown)}")
     schedule = itertools.cycle(faults)
     counts = collections.Counter() if counts is None else counts
     app = FastAPI(title="seetjax fault-injecting endpoint")
@@ -176,7 +184,7 @@ def fault_app(handler: Handler, faults: Sequence[str | None], model: str = "orac
     async def chat(request: Request) -> Response:
         body = await request.json()
         fault = next(schedule)
-        counts[fault or "ok"] += 1
+        counts[getattr(fault, "__name__", fault) or "ok"] += 1
         if fault == "429":
             return JSONResponse({"error": {"message": "rate limited", "type": "rate_limit",
                                            "param": None, "code": "rate_limited"}},
@@ -186,14 +194,28 @@ def fault_app(handler: Handler, faults: Sequence[str | None], model: str = "orac
                                            "param": None, "code": None}}, status_code=500)
         if fault == "timeout":
             await asyncio.sleep(timeout_sleep_s)
-        text = json.dumps(handler(body), ensure_ascii=False)
+        answer = handler(body, request.headers)
+        if callable(fault):
+            answer = fault(answer)
+            if isinstance(answer, bytes):
+                return Response(answer, media_type="application/json")
+        text = json.dumps(answer, ensure_ascii=False)
         if fault == "malformed":
             text = "<html>502 Bad Gateway</html>"
         elif fault == "truncated":
             text = text[:len(text) // 2]
+        elif fault == "trickle":
+            return StreamingResponse(_trickle(text.encode(), trickle_s),
+                                     media_type="application/json")
         return Response(text, media_type="application/json")
 
     return app
+
+
+async def _trickle(data: bytes, seconds_per_byte: float) -> AsyncIterator[bytes]:
+    for i in range(len(data)):
+        yield data[i:i + 1]
+        await asyncio.sleep(seconds_per_byte)
 
 
 def review_script(verdicts: Mapping[int, dict[str, Any]]) -> ReviewPolicy:

@@ -9,9 +9,18 @@ Each validator reads a finished `Attempt` and says whether it passes, and why no
   the scenario has ground truth;
 - `tool_loops`: no call repeated more than `validation.max_repeated_calls` times in a row, and no
   turn forced to end by its step limit;
+- `truncated`: no teacher reply was cut by its length limit (`finish_reason` "length");
 - `final_answer`: every user turn ends with a non-empty answer without calls;
-- `language_policy`: the narrative (rationales and answers) is English-dominant, and a Chinese
-  summary is there where the policy requires it (`seetjax.distill.language`).
+- `answer_length`: no final answer is longer than `validation.max_answer_chars`;
+- `faithfulness`: no final answer names a tool of the scenario that the episode has not called
+  by then (a deterministic check, whatever the reviewer says). Names with an underscore, a
+  digit or a capital (`get_account`) count wherever they stand as a word; names that may be
+  plain words (`find`, `sort`, `ls`) only when written as code (`` `find` ``, `find(...)`).
+  Any mention counts, "no need for cancel_booking" too: training answers say what was done;
+- `language_policy`: each message of the parts `language_policy.english_parts` names
+  (rationales, final answers without their summary line) is English-dominant on its own, so a
+  foreign message cannot hide in a mostly English record; and a Chinese summary is there where
+  the policy requires it (`seetjax.distill.language`).
 
 The validation score is the rubric-weighted share of validators passed; a trace is valid when
 every `validation.required` validator passes. `register_validator` adds more.
@@ -20,17 +29,22 @@ every `validation.required` validator passes. `register_validator` adds more.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import functools
+import re
+from collections.abc import Callable, Iterable, Iterator
 
 from seetjax.distill.config import DistillConfig
 from seetjax.distill.episode import Attempt
 from seetjax.distill.language import is_chinese, language_mix, split_summary
 from seetjax.distill.prompts import require_chinese_summary
-from seetjax.distill.records import LanguageInfo
+from seetjax.distill.records import LanguageInfo, Turn
 from seetjax.envs.base import StepCode
 from seetjax.tools.executor import ExecutionErrorKind
 
 _CALL_ERRORS = (ExecutionErrorKind.UNKNOWN_FUNCTION, ExecutionErrorKind.INVALID_ARGUMENTS)
+# The language policy's parts -> the kind of message holding each.
+PART_KINDS = {"rationale": "tool_call", "final_answer": "final_answer"}
+_DISTINCTIVE = re.compile(r"_|\d|.[A-Z]")  # a name unlikely to be a plain word
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +111,16 @@ def _tool_loops(attempt: Attempt, config: DistillConfig) -> Check:
     return Check("tool_loops", True)
 
 
+@register_validator("truncated")
+def _truncated(attempt: Attempt, config: DistillConfig) -> Check:
+    for n, reason in enumerate(attempt.finish_reasons):
+        if reason == "length":
+            return Check("truncated", False, f"teacher reply {n + 1} of "
+                                             f"{len(attempt.finish_reasons)} was cut by its "
+                                             "length limit (finish_reason 'length')")
+    return Check("truncated", True)
+
+
 @register_validator("final_answer")
 def _final_answer(attempt: Attempt, config: DistillConfig) -> Check:
     last: dict[int, str] = {}
@@ -110,31 +134,90 @@ def _final_answer(attempt: Attempt, config: DistillConfig) -> Check:
     return Check("final_answer", True)
 
 
+@register_validator("answer_length")
+def _answer_length(attempt: Attempt, config: DistillConfig) -> Check:
+    limit = config.validation.max_answer_chars
+    for turn in attempt.turns:
+        if turn.kind == "final_answer" and len(turn.content) > limit:
+            return Check("answer_length", False, f"turn {turn.turn}: the final answer has "
+                                                 f"{len(turn.content)} characters, over "
+                                                 f"validation.max_answer_chars={limit}")
+    return Check("answer_length", True)
+
+
+@functools.lru_cache(maxsize=64)
+def _tool_pattern(names: tuple[str, ...]) -> re.Pattern[str] | None:
+    distinctive = "|".join(re.escape(n) for n in names if _DISTINCTIVE.search(n))
+    plain = "|".join(re.escape(n) for n in names if not _DISTINCTIVE.search(n))
+    # One group per alternative: as a word, or (plain names) after a backtick or before "(".
+    alternatives = ([rf"\b({distinctive})\b"] if distinctive else []) + (
+        [rf"`({plain})\b", rf"\b({plain})\("] if plain else [])
+    return re.compile("|".join(alternatives)) if alternatives else None
+
+
+def mentioned_tools(text: str, names: Iterable[str]) -> set[str]:
+    """The tool `names` that `text` names (the rule in the module docstring)."""
+    pattern = _tool_pattern(tuple(sorted(set(names), key=lambda n: (-len(n), n))))
+    if pattern is None:
+        return set()
+    return {next(name for name in m.groups() if name) for m in pattern.finditer(text)}
+
+
+@register_validator("faithfulness")
+def _faithfulness(attempt: Attempt, config: DistillConfig) -> Check:
+    names = [doc["name"] for doc in attempt.scenario.template.tools]
+    names += [tool["function"]["name"] for tool in attempt.tools]
+    called: set[str] = set()
+    for turn in attempt.turns:
+        called.update(call.name for call in turn.tool_calls)
+        if turn.kind == "final_answer":
+            uncalled = mentioned_tools(turn.content, names) - called
+            if uncalled:
+                return Check("faithfulness", False, f"turn {turn.turn}: the final answer names "
+                                                    f"{sorted(uncalled)}, never called (called: "
+                                                    f"{sorted(called)})")
+    return Check("faithfulness", True)
+
+
+def _narrative(attempt: Attempt, marker: str) -> Iterator[tuple[Turn, str, str]]:
+    """(message, its text without the summary line, the summary) of each assistant text."""
+    for turn in attempt.turns:
+        if turn.role == "assistant" and turn.content:
+            yield turn, *split_summary(turn.content, marker)
+
+
+def _summaries_present(attempt: Attempt, marker: str) -> bool:
+    """Whether every final answer ends with a Chinese summary line after `marker`."""
+    summaries = [summary for turn, _, summary in _narrative(attempt, marker)
+                 if turn.kind == "final_answer"]
+    return bool(summaries) and all(is_chinese(s) for s in summaries)
+
+
 def language_info(attempt: Attempt, config: DistillConfig) -> LanguageInfo:
     """The narrative's English share and whether its final answers carry a Chinese summary."""
     marker = config.language_policy.summary_marker
-    narrative, summaries = [], []
-    for turn in attempt.turns:
-        if turn.role == "assistant" and turn.content:
-            text, summary = split_summary(turn.content, marker)
-            narrative.append(text)
-            if turn.kind == "final_answer":
-                summaries.append(summary)
-    present = bool(summaries) and all(is_chinese(s) for s in summaries)
+    narrative = [text for _, text, _ in _narrative(attempt, marker)]
     return LanguageInfo(require_chinese_summary=require_chinese_summary(config, attempt.scenario),
                         english_share=round(language_mix(narrative).english_share, 4),
-                        chinese_summary_present=present)
+                        chinese_summary_present=_summaries_present(attempt, marker))
 
 
 @register_validator("language_policy")
 def _language_policy(attempt: Attempt, config: DistillConfig) -> Check:
-    info = language_info(attempt, config)
-    if info.english_share < config.language_policy.english_min_share:
-        return Check("language_policy", False, f"the narrative is {info.english_share:.0%} "
-                                               "English")
-    if info.require_chinese_summary and not info.chinese_summary_present:
+    policy = config.language_policy
+    parts = {PART_KINDS[part]: part.replace("_", " ") for part in policy.english_parts}
+    for turn, text, _ in _narrative(attempt, policy.summary_marker):
+        if turn.kind not in parts:
+            continue
+        mix = language_mix([text])
+        if mix.english_share < policy.english_min_share:
+            return Check("language_policy", False,
+                         f"turn {turn.turn}: a {parts[turn.kind]} is {mix.english_share:.0%} "
+                         f"English (mostly {mix.dominant}): {text[:80]!r}")
+    if (require_chinese_summary(config, attempt.scenario)
+            and not _summaries_present(attempt, policy.summary_marker)):
         return Check("language_policy", False, "a final answer lacks its Chinese summary "
-                                               f"({config.language_policy.summary_marker}...)")
+                                               f"({policy.summary_marker}...)")
     return Check("language_policy", True)
 
 

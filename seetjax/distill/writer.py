@@ -13,10 +13,19 @@ list it. So at any kill (-9 included):
 - records in the journal but in no listed shard are the next shard's first records.
 
 Nothing committed is lost and nothing is written twice. A rerun skips every scenario in the
-journal and, with raised quotas, adds the new ones after; a run's last, partial shard stays as
-it is, and later records start a new shard. Deduplication is checked at commit time against
-every record accepted before, in commit order, so it is deterministic for a given order.
-`output.url` may be an fsspec URL (object storage); the journal stays local in `state_dir`.
+journal whose outcome is final and, with raised quotas, adds the new ones after; a scenario
+rejected for a reason in `retry_failed` (the endpoints' failures by default) is played again,
+its new outcome appended to the journal, where a scenario's last outcome is the one that counts
+(`read_outcomes`). A run's last, partial shard stays as it is, and later records start a new
+shard. Deduplication is checked at commit time against every record accepted before, in commit
+order, so it is deterministic for a given order. `output.url` may be an fsspec URL (object
+storage); the journal stays local in `state_dir`.
+
+The manifest also records the rules the outcomes were judged by (`DistillConfig.rules`), each
+set with the number of journal lines committed before it (`since`): a rerun under other rules is
+refused, naming the differences, unless allowed (`--allow_rule_change`), which appends the new
+set. `usage.json` in `state_dir` holds the requests and tokens of every invocation so far (saved
+at each commit), which budgets and the report count from.
 """
 
 from __future__ import annotations
@@ -41,6 +50,17 @@ from seetjax.distill.records import ARROW_SCHEMA, Outcome, Record
 MANIFEST = "manifest.json"
 JOURNAL = "journal.jsonl"
 REJECTED = "rejected.jsonl"
+USAGE = "usage.json"
+# pool -> endpoint -> requests / failures / retries / prompt_tokens / completion_tokens
+UsageCounts = dict[str, dict[str, dict[str, int]]]
+
+
+class OutputRefused(RuntimeError):
+    """This run may not write the output: another run holds it, or wrote it differently."""
+
+
+class RuleChange(OutputRefused):
+    """A rerun whose rules differ from those the output's outcomes were judged by."""
 
 
 def shard_name(index: int, fmt: str) -> str:
@@ -121,7 +141,7 @@ class Journal:
         try:
             fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RuntimeError(f"{self.path} is locked: another run writes this output") from None
+            raise OutputRefused(f"{self.path} is locked: another run writes this output") from None
 
     def recover(self) -> list[Outcome]:
         """Every committed outcome; a torn last line is cut off the file."""
@@ -146,22 +166,32 @@ class Journal:
 
 
 class ShardWriter:
-    """Commits outcomes and writes shards (see the module docstring); resumes on construction."""
+    """Commits outcomes and writes shards (see the module docstring); resumes on construction.
+    `done`: the scenarios whose outcome is final; `latest`: every scenario's last outcome."""
 
-    def __init__(self, config: DistillConfig):
+    def __init__(self, config: DistillConfig, allow_rule_change: bool = False):
         output = config.output
         self.config, self.formats, self.size = config, output.formats, output.shard_size
         self.storage = Storage(output.url, output.fsync)
         self.journal = Journal(state_path(output), output.fsync)
+        try:
+            self._resume(allow_rule_change)
+        except BaseException:
+            self.journal.close()  # and its lock: a refused run may be started again at once
+            raise
+
+    def _resume(self, allow_rule_change: bool) -> None:
+        config, output = self.config, self.config.output
         self.dedup = Deduplicator(config.dedup)
         self.outcomes = self.journal.recover()
         manifest = self.storage.read(MANIFEST)
         self.manifest = json.loads(manifest) if manifest else {
             "run_name": config.run_name, "fingerprint": config.fingerprint(), "shards": []}
         if self.manifest["fingerprint"] != config.fingerprint():
-            raise RuntimeError(
+            raise OutputRefused(
                 f"{output.url} holds run {self.manifest['run_name']!r} written with a different "
                 "run_name, seed, dedup or output format settings; use another output.url")
+        self._check_rules(allow_rule_change)
         listed = {name for shard in self.manifest["shards"] for name in shard["files"].values()}
         for name in self.storage.names():
             if name.startswith("shard-") and name not in listed:
@@ -173,7 +203,30 @@ class ShardWriter:
                 self.dedup.add(outcome.record)
                 if outcome.record.id not in sharded:
                     self.pending.append(outcome.record)
-        self.done = {o.scenario_id for o in self.outcomes}
+        self.latest = latest_outcomes(self.outcomes)
+        self.done = {i for i, o in self.latest.items() if self.final(o)}
+
+    def final(self, outcome: Outcome) -> bool:
+        """Whether a rerun leaves this outcome as it is (see `DistillConfig.retry_failed`)."""
+        return outcome.status != "rejected" or outcome.reason not in self.config.retry_failed
+
+    def _check_rules(self, allow_change: bool) -> None:
+        """Records the config's rules in the manifest, or refuses other rules than those the
+        outcomes were judged by unless `allow_change` (see the module docstring)."""
+        rules = self.config.rules()
+        history = self.manifest.setdefault("rules", [])
+        if history and history[-1]["rules"] == rules:
+            return
+        if history and self.outcomes and not allow_change:
+            changes = "; ".join(_differences(history[-1]["rules"], rules))
+            raise RuleChange(
+                f"{self.config.output.url}: its {len(self.outcomes)} outcomes were judged by "
+                f"other rules ({changes}); rerun with the same rules, use another output.url, or "
+                "pass --allow_rule_change to record the new rules from here on")
+        if history and history[-1]["since"] == len(self.outcomes):
+            history.pop()  # those rules judged nothing
+        history.append({"since": len(self.outcomes), "rules": rules})
+        self.storage.write(MANIFEST, json.dumps(self.manifest, indent=1).encode())
 
     def commit(self, outcome: Outcome) -> Outcome:
         """Deduplicates an accepted record, journals the outcome, writes any full shard; returns
@@ -188,7 +241,9 @@ class ShardWriter:
                                   reason=f"duplicate_{kind}", duplicate_of=of)
         self.journal.append(outcome)
         self.outcomes.append(outcome)
-        self.done.add(outcome.scenario_id)
+        self.latest[outcome.scenario_id] = outcome
+        if self.final(outcome):
+            self.done.add(outcome.scenario_id)
         if outcome.status == "accepted":
             self.dedup.add(outcome.record)
             self.pending.append(outcome.record)
@@ -215,7 +270,8 @@ class ShardWriter:
         """Writes the last, partial shard and the rejected traces (for QA)."""
         while self.pending:
             self._flush()
-        rejected = [o.model_dump(mode="json") for o in self.outcomes if o.status != "accepted"]
+        rejected = [o.model_dump(mode="json") for o in self.latest.values()
+                    if o.status != "accepted"]
         self.storage.write(REJECTED, jsonl_bytes(rejected))
 
     def close(self) -> None:
@@ -237,9 +293,42 @@ def read_records(url: str, fmt: str = "jsonl") -> Iterator[Record]:
         yield from (Record.model_validate(row) for row in rows)
 
 
+def latest_outcomes(outcomes: list[Outcome]) -> dict[str, Outcome]:
+    """Each scenario's last outcome (a retried scenario's earlier ones are superseded), in the
+    order scenarios were first committed."""
+    latest: dict[str, Outcome] = {}
+    for outcome in outcomes:
+        latest[outcome.scenario_id] = outcome
+    return latest
+
+
 def read_outcomes(state_dir: str | os.PathLike) -> list[Outcome]:
-    """Every committed outcome of a run (its journal), read-only."""
+    """Every scenario's committed outcome (the last one in its journal), read-only."""
     path = Path(state_dir) / JOURNAL
     data = path.read_bytes() if path.exists() else b""
-    return [Outcome.model_validate_json(line)
-            for line in data[:data.rfind(b"\n") + 1].splitlines() if line.strip()]
+    return list(latest_outcomes([Outcome.model_validate_json(line) for line in
+                                 data[:data.rfind(b"\n") + 1].splitlines() if line.strip()]
+                                ).values())
+
+
+def read_usage(state_dir: str | os.PathLike) -> UsageCounts:
+    """The requests and tokens of every invocation of a run so far ({} before its first)."""
+    path = Path(state_dir) / USAGE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def write_usage(state_dir: str | os.PathLike, usage: UsageCounts) -> None:
+    """Replaces `usage.json` whole (renamed into place; not fsynced: it is written at every
+    commit, and a crash loses at most the count of the requests since the last one)."""
+    path = Path(state_dir) / USAGE
+    tmp = path.with_name(f"{USAGE}.tmp")
+    tmp.write_text(json.dumps(usage, indent=1))
+    os.replace(tmp, path)
+
+
+def _differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """`field: old -> new` for every leaf that differs between two JSON values."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for key in sorted({*old, *new}) for d in _differences(
+            old.get(key), new.get(key), f"{path}.{key}" if path else key)]
+    return [] if old == new else [f"{path}: {json.dumps(old)} -> {json.dumps(new)}"]

@@ -38,6 +38,17 @@ def _set(raw, path, value):
     (("validation",), {"validators": ["schema", "nope"], "required": ["schema"]},
      "validation.validators[1]: unknown validator 'nope'"),
     (("output", "formats"), ["csv"], "output.formats[0]"),
+    (("teacher_pool", 0, "weight"), float("inf"),
+     "teacher_pool[0].weight: Input should be a finite number"),
+    (("teacher_pool", 0, "weight"), 1e308,
+     "teacher_pool[0].weight: Input should be less than or equal to 1000000"),
+    (("teacher_pool", 0, "base_url"), "http://", "teacher_pool[0].base_url: 'http://' has no host"),
+    (("teacher_pool", 0, "base_url"), "http://127.0.0.1:70000/v1",
+     "teacher_pool[0].base_url: 'http://127.0.0.1:70000/v1' has no port in 1..65535"),
+    (("teacher_pool", 0, "base_url"), "http://127.0.0.1:0/v1", "has no port in 1..65535"),
+    (("review_flow",), {"min_score": float("nan")},
+     "review_flow.min_score: Input should be a finite number"),
+    (("retries",), {"max_s": float("inf")}, "retries.max_s: Input should be a finite number"),
 ])
 def test_bad_fields_are_named(tmp_path, path, value, named):
     raw = raw_config(tmp_path)
@@ -45,6 +56,31 @@ def test_bad_fields_are_named(tmp_path, path, value, named):
     with pytest.raises(ConfigError) as e:
         parse_config(raw)
     assert named in str(e.value)
+
+
+@pytest.mark.parametrize("field", ["url", "state_dir"])
+def test_an_output_that_cannot_be_written_is_named_and_nothing_is_created(tmp_path, field):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    raw = raw_config(tmp_path / "out")
+    raw["output"][field] = str(blocker / "out")
+    with pytest.raises(ConfigError, match=rf"output.{field}: '{blocker}/out' cannot be "
+                                          rf"created: {blocker} is not a directory"):
+        parse_config(raw)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+@pytest.mark.parametrize("flag, named", [
+    ("--port=70000", "--port"), ("--port=0", "--port"), ("--sft_min_score=nan", "--sft_min_score"),
+    ("--sft_min_score=1.5", "--sft_min_score")])
+def test_launcher_refuses_bad_flags_before_anything(tmp_path, flag, named):
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(raw_config(tmp_path / "out")))
+    serve = ["--serve=oracle"] if flag.startswith("--port") else []
+    done = subprocess.run([sys.executable, "launch/distill.py", f"--config={path}", flag, *serve],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and named in done.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_duplicate_endpoint_names_and_specs_are_named(tmp_path):

@@ -215,6 +215,7 @@ def test_preflight_names_an_unreachable_endpoint(tmp_path):
     with pytest.raises(PreflightError, match=r"endpoint 'gone' \(http://127.0.0.1:9/v1\) is "
                                              "unreachable"):
         asyncio.run(run_async(parse_config(raw)))
+    assert not (tmp_path / "out").exists()  # a run that cannot start leaves nothing behind
     with live_oracle(raw) as (url, _):
         config = with_urls(raw, {"gone": url})
         config = config.model_copy(update={"teacher_pool": (

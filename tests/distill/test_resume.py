@@ -55,7 +55,7 @@ def test_kill_9_at_random_points_then_rerun_is_exactly_once(tmp_path):
 
     outcomes = read_outcomes(tmp_path / "killed")
     ids = [o.scenario_id for o in outcomes]
-    assert len(ids) == len(set(ids)) == 80  # every scenario committed once
+    assert len(ids) == len(set(ids)) == 80 == _lines(journal)  # every scenario committed once
     killed = [r.row() for r in read_records(str(tmp_path / "killed"))]
     expected = [r.row() for r in read_records(str(tmp_path / "reference"))]
     assert len(killed) == 80 and [r["id"] for r in killed] == [r["id"] for r in expected]
