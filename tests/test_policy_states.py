@@ -126,8 +126,9 @@ def test_only_the_role_whose_rows_have_signal_changes(tokenizer, task, run, init
 
 
 def test_a_roles_rows_never_reach_the_other_roles_gradient(tokenizer, task, run, initial):
+    # three teams: the first answers at once, the others' first workers (hop 0) differ
     result = play(tokenizer, task, scripted(task, coordinator_answers_first=True,
-                                            first_worker_wrong=True), group_size=2)
+                                            first_worker_wrong=True), group_size=3)
     policies = fresh(run, initial)
     coordinators = [t.coordinator for t in result.teams]
     workers = [w for t in result.teams for w in t.workers]
@@ -150,7 +151,7 @@ def test_a_roles_rows_never_reach_the_other_roles_gradient(tokenizer, task, run,
 
 def test_a_checkpoint_restores_both_sets_exactly(tokenizer, task, run, initial, tmp_path):
     result = play(tokenizer, task, scripted(task, coordinator_answers_first=True,
-                                            first_worker_wrong=True), group_size=2)
+                                            first_worker_wrong=True), group_size=3)
     policies = fresh(run, initial)
     learned, _, _ = run._learn(result, step=0)
     assert {"coordinator_loss", "worker_loss"} <= set(learned)

@@ -14,6 +14,9 @@ Each is built from small pure functions (`reward_to_go`, `group_normalised_rewar
 their own tests. Groups are given by arbitrary integer ids; group statistics use a [B, B]
 same-group matrix, exact for any ids and cheap for rollout batch sizes. Statistics are reduced
 over tokens first (exact with one reward per row), then over rows as in the outcome forms.
+Rewards that are all equal where a baseline averages them give advantages of exactly 0 (a float
+mean of equal values can be an ulp off them), so "no advantage anywhere" is a test the trainer
+can make (`seetjax.learner.update_signal`).
 """
 
 from __future__ import annotations
@@ -71,7 +74,10 @@ def group_normalised_rewards(token_rewards: Array, reward_mask: Array, group_ids
     same = _same_group(group_ids, valid)
     count = jnp.sum(same * jnp.sum(steps, axis=1)[None, :], axis=1)
     mean = same @ jnp.sum(token_rewards * steps, axis=1) / jnp.maximum(count, 1.0)
-    centred = (token_rewards - mean[:, None]) * steps
+    # A float mean of equal rewards can be an ulp off them (7 x 1.4), which a std of ~1 ulp
+    # would blow up to ~0.1: a group with nothing to learn from is centred to exactly 0.
+    equal = equal_reward_groups(token_rewards, reward_mask, group_ids, valid)
+    centred = jnp.where(equal[:, None], 0.0, (token_rewards - mean[:, None]) * steps)
     if std == "group":
         # Bessel-corrected; a group with a single reward has centred = 0 and gets 0
         squares = jnp.sum(jnp.square(centred), axis=1)
@@ -102,6 +108,14 @@ def equal_reward_groups(token_rewards: Array, reward_mask: Array, group_ids: Arr
     high = jnp.max(jnp.where(same, row_high[None, :], -jnp.inf), axis=1)
     low = jnp.min(jnp.where(same, row_low[None, :], jnp.inf), axis=1)
     return high <= low
+
+
+def _equal_returns(returns: Array, group_ids: Array, valid: Array) -> Array:
+    """[B] bool: rows whose group's returns [B] are all equal (`equal_reward_groups` of one
+    reward per row): a baseline that averages them is then exactly that return, not its float
+    mean, which can be an ulp off."""
+    return equal_reward_groups(returns[:, None], jnp.ones_like(returns)[:, None], group_ids,
+                               valid)
 
 
 def _row_weights(token_rewards: Array, reward_mask: Array, group_ids: Array, valid: Array,
@@ -163,7 +177,8 @@ def rloo_advantages(token_rewards: Array, reward_mask: Array, group_ids: Array, 
     same = _same_group(group_ids, valid)
     count = jnp.sum(same, axis=1)
     returns = jnp.sum(token_rewards, axis=1)
-    others = (same @ returns - returns) / jnp.maximum(count - 1.0, 1.0)
+    others = jnp.where(_equal_returns(returns, group_ids, valid), returns,
+                       (same @ returns - returns) / jnp.maximum(count - 1.0, 1.0))
     advantages = jnp.where(count[:, None] > 1, reward_to_go(token_rewards) - others[:, None],
                            0.0) * (valid[:, None] > 0)
     weights = _row_weights(token_rewards, reward_mask, group_ids, valid,
@@ -188,15 +203,17 @@ def reinforce_advantages(token_rewards: Array, reward_mask: Array, group_ids: Ar
                          valid: Array, config: ReinforceAdvantageConfig) -> tuple[Array, Array]:
     """REINFORCE with a baseline (Williams 1992) on the reward to go: A_{i,t} = G_{i,t} - b, with
     b the mean whole return R_j = G_{j,0} over the batch's rows (or 0). With one reward per row:
-    A_i = r_i - b. Group ids and the reward mask are not used."""
-    del reward_mask, group_ids
+    A_i = r_i - b. Group ids and the reward mask are not used (the batch is one group)."""
+    del reward_mask
     token_rewards = token_rewards.astype(jnp.float32)
     weights = (valid > 0).astype(jnp.float32)
-    baseline = 0.0
+    baseline = jnp.zeros_like(weights)
     if config.baseline == "batch-mean":
         returns = jnp.sum(token_rewards, axis=1)
-        baseline = jnp.sum(returns * weights) / jnp.maximum(jnp.sum(weights), 1.0)
-    return (reward_to_go(token_rewards) - baseline) * weights[:, None], weights
+        mean = jnp.sum(returns * weights) / jnp.maximum(jnp.sum(weights), 1.0)
+        baseline = jnp.where(_equal_returns(returns, jnp.zeros_like(group_ids), valid), returns,
+                             mean)
+    return (reward_to_go(token_rewards) - baseline[:, None]) * weights[:, None], weights
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Rewards computed from an episode record (`EpisodeTrace`): EnvTuning's progress and format
-rewards, per-step shaping from step codes, the five-component agent reward with penalties, and the
-run's choice among them (`RewardConfig`, `assigned_rewards`)."""
+rewards, per-step shaping from step codes, the five-component agent reward with penalties, the
+run's choice among them (`RewardConfig`, `assigned_rewards`), and what keeps them from being
+gamed (`gaming`: progress toward a turn's ground truth, and the hack detectors' metrics)."""
 
 from seetjax.rewards.agent import AgentReward, AgentRewardConfig, agent_reward
 from seetjax.rewards.envtuning import (
@@ -10,9 +11,11 @@ from seetjax.rewards.envtuning import (
     progress_reward,
     step_codes,
 )
+from seetjax.rewards.gaming import gaming_metrics, turn_progress, unproductive_turns
 from seetjax.rewards.kinds import REWARD_KINDS, RewardConfig, assigned_rewards
 from seetjax.rewards.shaping import ShapingConfig, step_rewards
 
 __all__ = ["REWARD_KINDS", "AgentReward", "AgentRewardConfig", "EnvTuningScores", "RewardConfig",
            "ShapingConfig", "agent_reward", "assigned_rewards", "envtuning_scores",
-           "format_reward", "progress_reward", "step_codes", "step_rewards"]
+           "format_reward", "gaming_metrics", "progress_reward", "step_codes", "step_rewards",
+           "turn_progress", "unproductive_turns"]

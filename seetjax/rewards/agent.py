@@ -9,9 +9,11 @@ Every component is in [0, 1]; turns the episode never reached (it was cut off) c
 * completion: passed turns / turns of the task (`completion_mode="turns"`, EnvTuning's progress,
   the same function as the trained reward), or 1 when the whole entry passes BFCL's check
   (`"entry"`; an unreached turn fails the entry);
-* tool_accuracy: F1 of the tool names called against the ground truth's, as multisets per turn,
-  pooled over turns (1 when neither side calls anything, `unexpected_call_accuracy` = 0.5 when
-  the ground truth calls nothing but the model does);
+* tool_accuracy: F1 of the calls made against the ground truth's, per turn, pooled over turns: a
+  hit is a call of the right tool, weighted by the share of the ground-truth call's arguments it
+  gets right (`seetjax.rewards.gaming.matched_calls`: the right tool with garbage arguments is no
+  hit), 1 when neither side calls anything, `unexpected_call_accuracy` = 0.5 when the ground truth
+  calls nothing but the model does;
 * efficiency: ground-truth calls / calls made, capped at 1 (too few calls are the business of
   completion and tool accuracy, not of efficiency);
 * timing: share of the task's turns where the model called tools exactly when the ground truth
@@ -26,10 +28,21 @@ environment (`StepResult.timeout`) or cut off by the rollout when its context wa
 (`EpisodeTrace.truncated`). Weights need not sum to 1; the defaults (the design's: completion
 0.4, tool accuracy 0.25, efficiency 0.15, timing 0.10, format 0.1) do, so a perfect episode
 scores 1.
+
+Tested against gaming (`seetjax.rewards.gaming`): a turn that expected calls and failed without
+progress toward its ground truth is scored as if the model had given up there in one plain
+answer, whatever it called; one that made progress is scored as played or as such an answer,
+whichever scores the episode higher (the best over the subsets of those turns: 2^k scorings for k
+of them, at most 7 on BFCL's tasks). So no cheap behaviour (silence, harmless or repeated calls,
+the right tool with garbage arguments, giving up) scores above an honest attempt at the same
+turn. Before 2026-11-27 a silent episode scored 0.25 (efficiency and format for free), above
+episodes whose failed attempts paid wrong-tool or error penalties. `AgentReward.components` and
+`penalties` are those of the episode as scored, `silenced` the turns scored as given up.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass, fields
@@ -37,6 +50,7 @@ from dataclasses import dataclass, fields
 from seetjax.envs.base import EpisodeTrace, StepCode
 from seetjax.eval.bfcl_checker import first_failure
 from seetjax.rewards.envtuning import progress_reward
+from seetjax.rewards.gaming import failed_attempts, matched_calls, silenced
 
 
 @dataclass(frozen=True)
@@ -72,11 +86,26 @@ class AgentReward:
     total: float
     components: dict[str, float]
     penalties: dict[str, float]  # event counts, before weighting
+    silenced: tuple[int, ...] = ()  # failed turns scored as given up in one plain answer
 
 
 def agent_reward(trace: EpisodeTrace, config: AgentRewardConfig | None = None) -> AgentReward:
-    """The agent reward of one episode (see the module docstring)."""
+    """The agent reward of one episode (see the module docstring): its failed turns without
+    progress scored as given up, each failed turn with progress as played or as given up,
+    whichever scores higher."""
     config = config or AgentRewardConfig()
+    attempts = failed_attempts(trace)
+    given_up = {turn for turn, progress in attempts.items() if progress == 0}
+    honest = sorted(turn for turn, progress in attempts.items() if progress > 0)
+    choices = (given_up.union(also) for k in range(len(honest) + 1)
+               for also in itertools.combinations(honest, k))
+    # max keeps the first of equal totals: the one with the fewest turns given up
+    return max((_scored(trace, config, turns) for turns in choices), key=lambda r: r.total)
+
+
+def _scored(played: EpisodeTrace, config: AgentRewardConfig, given_up: set[int]) -> AgentReward:
+    """The formula of the module docstring on `played` with the turns `given_up` silenced."""
+    trace = silenced(played, given_up)
     components = {
         "completion": _completion(trace, config.completion_mode),
         "tool_accuracy": tool_f1(trace, config.unexpected_call_accuracy),
@@ -99,7 +128,8 @@ def agent_reward(trace: EpisodeTrace, config: AgentRewardConfig | None = None) -
              - config.redundant_call_penalty * penalties["redundant_call"]
              - config.format_error_penalty * penalties["format_error"]
              - config.timeout_penalty * penalties["timeout"])
-    return AgentReward(max(total, config.min_reward), components, penalties)
+    return AgentReward(max(total, config.min_reward), components, penalties,
+                       tuple(sorted(given_up)))
 
 
 def ended_early(trace: EpisodeTrace) -> bool:
@@ -116,14 +146,14 @@ def _completion(trace: EpisodeTrace, mode: str) -> float:
 
 
 def tool_f1(trace: EpisodeTrace, unexpected_call_accuracy: float = 0.5) -> float:
-    """F1 of the tool names called against the ground truth's (multisets per turn, pooled); 1 when
-    neither side calls anything, `unexpected_call_accuracy` when only the model does."""
-    hits = predicted = target = 0
+    """F1 of the calls made against the ground truth's (per turn, pooled), a hit weighted by the
+    share of arguments it gets right (`matched_calls`); 1 when neither side calls anything,
+    `unexpected_call_accuracy` when only the model does."""
+    hits, predicted, target = 0.0, 0, 0
     for calls, expected in zip(trace.calls_per_turn(), trace.ground_truth):
-        made, wanted = Counter(c.name for c in calls), Counter(c.name for c in expected)
-        hits += sum((made & wanted).values())
-        predicted += sum(made.values())
-        target += sum(wanted.values())
+        hits += matched_calls(calls, expected)
+        predicted += len(calls)
+        target += len(expected)
     if target == 0:
         return 1.0 if predicted == 0 else unexpected_call_accuracy
     if hits == 0:

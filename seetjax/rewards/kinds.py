@@ -15,6 +15,11 @@ rollout cut off). The rollout places each reward on the last generated token of
 the message it scores (None: of the episode's last message), so the learner sees one layout, a
 [B, T] token-reward array, whatever the kind: an episode reward is a single reward at the end of
 the row, and the advantage estimators reduce to their outcome-reward forms on it.
+
+The kinds computed here are tested against gaming (`seetjax.rewards.gaming`): no cheap behaviour
+(silence, harmless or repeated calls, garbage arguments, giving up) scores above an honest attempt
+at the same turn. Progress scores every failed turn 0 whatever was called; the agent and shaped
+kinds score a failed turn without progress toward its ground truth as silence.
 """
 
 from __future__ import annotations

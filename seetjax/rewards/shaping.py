@@ -12,10 +12,19 @@ is worse than a clean one; a passed turn is the only positive signal.
 Per-call penalties alone make silence the safest policy: a turn that expects calls and gets none
 fails at no cost, while every failed attempt costs more. Over a longer RL phase on the testbed the
 policy learned exactly that (README, "Ablations": "Why the shaped reward changed"). So a turn that
-expected calls and failed without a single attempted call costs `unattempted_turn`, and one turn's
-step-code penalties never sum below `turn_penalty_floor`: while `unattempted_turn` is at most the
-floor (the defaults: both -0.5), trying and failing never scores below silence, unless the attempt
-runs into BFCL's step limit or the context's end, whose `timeout` comes on top.
+expected calls and failed without progress toward its ground truth (`seetjax.rewards.gaming`:
+silent, or whose calls reached none of the ground truth's arguments) costs `unattempted_turn`,
+and it scores as one plain answer that gave up, whatever its messages were: `no_call +
+turn_failed + unattempted_turn` on the message that ended it, its other messages 0. A harmless
+call therefore earns nothing over silence (before 2026-11-27 only silent turns paid the cost, so a
+failed turn with one clean listing scored 0, above silence and above a real attempt with one
+failed call). One turn's step-code penalties never sum below `turn_penalty_floor`: while
+`unattempted_turn` is at most the floor (the defaults: both -0.5), an attempt that made progress
+never scores below silence, and nothing that made none scores above it, unless the attempt runs
+into BFCL's step limit or the context's end, whose `timeout` comes on top. Code values are
+charges (<= 0): a positive one would pay for activity, a harmless call repeated.
+`no_progress_as_silence=False` charges every message's code value and `unattempted_turn` to
+silent turns only, the reward before 2026-11-27.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import math
 from dataclasses import dataclass
 
 from seetjax.envs.base import EpisodeTrace, StepCode
+from seetjax.rewards.gaming import unproductive_turns
 
 
 @dataclass(frozen=True)
@@ -35,18 +45,27 @@ class ShapingConfig:
     no_call: float = 0.0
     turn_passed: float = 1.0
     turn_failed: float = 0.0
-    unattempted_turn: float = -0.5  # a checked turn that failed with no message attempting a call
+    unattempted_turn: float = -0.5  # a checked turn that failed without progress (or call)
     turn_penalty_floor: float = -0.5  # one turn's negative code values sum to no less (-inf: none)
     timeout: float = -1.0
+    no_progress_as_silence: bool = True  # False: the rule before 2026-11-27 (module docstring)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.name == "no_progress_as_silence":
+                if not isinstance(value, bool):
+                    raise ValueError(f"{f.name}={value!r} must be a bool")
+                continue
             unbounded = f.name == "turn_penalty_floor" and value == -math.inf
             if not isinstance(value, (int, float)) or not (math.isfinite(value) or unbounded):
                 raise ValueError(f"{f.name}={value!r} must be a finite number")
         if self.turn_penalty_floor > 0:
             raise ValueError(f"turn_penalty_floor={self.turn_penalty_floor!r} must be <= 0")
+        for name in ("format_error", "execution_error", "clean_call", "no_call"):
+            if getattr(self, name) > 0:
+                raise ValueError(f"{name}={getattr(self, name)!r} must be <= 0: a positive code "
+                                 "value pays for activity (a harmless call, repeated)")
 
     def code_value(self, code: StepCode) -> float:
         return {StepCode.FORMAT_ERROR: self.format_error,
@@ -60,10 +79,14 @@ def step_rewards(trace: EpisodeTrace, config: ShapingConfig | None = None) -> li
     config = config or ShapingConfig()
     rewards = []
     last = len(trace.steps) - 1
-    unattempted = trace.unattempted_turns()
+    as_silence = config.no_progress_as_silence
+    charged = unproductive_turns(trace) if as_silence else trace.unattempted_turns()
     penalty = 0.0  # the current turn's error penalties so far
     for i, step in enumerate(trace.steps):
-        value = config.code_value(step.code)
+        if as_silence and step.turn in charged:  # scored as one plain answer that gave up
+            value = config.no_call if step.turn_ended else 0.0
+        else:
+            value = config.code_value(step.code)
         if value < 0:  # later penalties shrink to keep the turn's sum at or above the floor
             value = max(value, config.turn_penalty_floor - penalty)
             penalty += value
@@ -71,7 +94,7 @@ def step_rewards(trace: EpisodeTrace, config: ShapingConfig | None = None) -> li
         # covered by the timeout value.
         for verdict in step.verdicts[:1]:
             value += config.turn_passed if verdict.passed else config.turn_failed
-            value += config.unattempted_turn * (verdict.turn in unattempted)
+            value += config.unattempted_turn * (verdict.turn in charged)
         if step.turn_ended:
             penalty = 0.0
         if step.timeout or (trace.truncated and i == last):

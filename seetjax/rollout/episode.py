@@ -33,6 +33,10 @@ from seetjax.tools.executor import ExecutionErrorKind
 
 logger = logging.getLogger(__name__)
 _NOT_RUN = (ExecutionErrorKind.UNKNOWN_FUNCTION, ExecutionErrorKind.INVALID_ARGUMENTS)
+# What ends one episode at its fault boundary, not the run: any error, and SystemExit (a tool or
+# an environment calling exit()). KeyboardInterrupt is not caught: it is how a user stops a run.
+FAULTS = (Exception, SystemExit)
+_UNSTARTED = "The environment failed to start this episode."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,9 +99,17 @@ class Episode:
         self.tokenizer = tokenizer
         self.rng = random.Random(seed)
         self.env = env
-        opening = self.env.reset(task)
-        self.task_id = self.env.trace().task_id
-        self.conversation = Conversation(tokenizer, opening, self.env.tools)
+        self.error: str | None = None  # what ended the episode at its fault boundary, if anything
+        self.task_id, self._truth = str(getattr(task, "id", task)), ()
+        try:
+            opening, tools = self.env.reset(task), self.env.tools
+            started = self.env.trace()
+            self.task_id, self._truth = started.task_id, started.ground_truth
+        except FAULTS as e:  # the episode fails; its prompt only says so (it gets no reply)
+            opening, tools, failure = [{"role": "user", "content": _UNSTARTED}], None, e
+        else:
+            failure = None
+        self.conversation = Conversation(tokenizer, opening, tools)
         self.executed: list[ToolCall] = []
         # The conversation segment of the reply each environment step read (aligned with
         # `trace().steps`): where a step's reward is placed in the training row.
@@ -105,7 +117,14 @@ class Episode:
         self.turns: list[TurnLog] = [TurnLog(0, state_key([]))]
         self.done = False
         self.truncated = False
-        self.error: str | None = None  # what ended the episode at its fault boundary, if anything
+        self._env_failed = failure is not None  # `trace()` then gives a record without steps
+        if failure is not None:
+            self._fault("its reset", failure)
+        # A prompt that leaves no room for a reply under max_episode_tokens: the episode ends
+        # before any reply, its turns failed, and training leaves it out (`Rollout.slow_loop`).
+        self.over_token_cap = self.reply_budget() < 1
+        if self.over_token_cap:
+            self._truncate()
 
     @property
     def prompt(self) -> list[int]:
@@ -125,21 +144,30 @@ class Episode:
 
     def reply(self, completion: Completion) -> list[int] | None:
         """`on_reply` behind the episode's fault boundary: an exception while handling the reply
-        (text no check foresaw, a bug) ends this episode as failed, logged and counted in
-        `stats()["errors"]`, and the rest of the batch goes on."""
+        (text no check foresaw, a bug, a tool calling exit()) ends this episode as failed,
+        logged and counted in `stats()["errors"]`, and the rest of the batch goes on (`FAULTS`;
+        the environment's reset and record are behind the same boundary)."""
         try:
-            return self.on_reply(completion)
-        except Exception as e:  # noqa: BLE001 - one episode must not end the run
-            logger.warning("episode %s (sample %d) ended by an error in its reply handling",
-                           self.task_id, self.sample, exc_info=True)
-            self.fail(f"{type(e).__name__}: {e}")
+            ids = self.on_reply(completion)
+        except FAULTS as e:  # one episode must not end the run
+            self._fault("its reply handling", e)
             return None
+        if ids is None:
+            # Over: its record is read once now, so an environment that cannot give it fails
+            # the episode before anything is counted or scored.
+            self.trace()
+        return ids
+
+    def _fault(self, where: str, error: BaseException) -> None:
+        logger.warning("episode %s (sample %d) ended by an error in %s", self.task_id,
+                       self.sample, where, exc_info=error)
+        self.fail(f"{type(error).__name__}: {error}")
 
     def fail(self, error: str) -> None:
         """Ends the episode as failed at its fault boundary (a reply it could not handle, an
-        endpoint that stopped answering): `error` is kept (`stats()["errors"]`) and every turn
-        not judged yet fails."""
-        self.error = error[:500]
+        endpoint that stopped answering): `error` is kept (`stats()["errors"]`; the first, where
+        several) and every turn not judged yet fails."""
+        self.error = self.error or error[:500]
         self._end_unjudged()
 
     def on_reply(self, completion: Completion) -> list[int] | None:
@@ -294,10 +322,10 @@ class Episode:
     def _end_unjudged(self) -> None:
         """Ends the episode; every turn not judged yet fails."""
         self.done = True
-        truth = self.env.trace().ground_truth
+        truth = self._truth  # empty where the environment never started the episode
         for log in self.turns:
             if log.passed is None:
-                log.passed, log.checked = False, bool(truth[log.turn])
+                log.passed, log.checked = False, log.turn < len(truth) and bool(truth[log.turn])
         judged = {t.turn for t in self.turns}
         self.turns += [TurnLog(t, "", passed=False, checked=bool(truth[t]))
                        for t in range(len(truth)) if t not in judged]
@@ -306,8 +334,15 @@ class Episode:
 
     def trace(self) -> EpisodeTrace:
         """The environment's record of the episode, marked `truncated` when the context filled up
-        (the record rewards in `seetjax.rewards` are computed from)."""
-        return dataclasses.replace(self.env.trace(), truncated=self.truncated)
+        (the record rewards in `seetjax.rewards` are computed from). Where the environment failed
+        to start the episode or to give its record, a record without steps: every turn failed."""
+        if not self._env_failed:
+            try:
+                return dataclasses.replace(self.env.trace(), truncated=self.truncated)
+            except FAULTS as e:
+                self._env_failed = True
+                self._fault("its trace", e)
+        return EpisodeTrace(self.task_id, (), (), self._truth, self.truncated)
 
     def progress_reward(self) -> float:
         """EnvTuning's progress reward, `seetjax.rewards.progress_reward` of `trace()`: passed

@@ -24,7 +24,7 @@ from seetjax.envs.bfcl import BfclEnvConfig
 from seetjax.envs.capabilities import ScoresEpisodes
 from seetjax.envs.registry import make_env, spec_of
 from seetjax.models.tokenizer import Tokenizer
-from seetjax.rewards import RewardConfig
+from seetjax.rewards import RewardConfig, gaming_metrics
 from seetjax.rollout.episode import Episode, EpisodeLimits
 from seetjax.sampling import Completion, Sampler, SamplingParams
 from seetjax.seet.anchors import Anchor, AnchorPool, AnchorStep, choose_anchor
@@ -158,11 +158,24 @@ class PlayTimes:
 
 @dataclasses.dataclass
 class RolloutResult:
+    """The episodes to train on, scored under `reward`, with the slow loop's records and anchor
+    counts. `over_token_cap`: episodes started and left out because their prompt left no room
+    for a reply (`Episode.over_token_cap`): they train nothing, so their rewards must not enter
+    any group's statistics; a batch keeps a padding row for each (its shapes do not change)."""
+
     episodes: list[Episode]
     records: list[CounterfactualRecord]
     anchors_used: dict[str, int]
     reward: RewardConfig = RewardConfig()
     times: PlayTimes = dataclasses.field(default_factory=PlayTimes)
+    over_token_cap: int = 0
+
+    @classmethod
+    def of(cls, episodes: Sequence[Episode], *args: Any, **fields: Any) -> RolloutResult:
+        """The result of `episodes` (the other fields as the constructor's), those over the
+        token cap left out and counted in `over_token_cap`."""
+        kept = [e for e in episodes if not e.over_token_cap]
+        return cls(kept, *args, over_token_cap=len(episodes) - len(kept), **fields)
 
     @functools.cached_property
     def scored(self) -> list[list[tuple[int, float]]]:
@@ -178,22 +191,6 @@ class RolloutResult:
         """[episodes] f32: EnvTuning's progress of each episode, whatever reward is trained."""
         return np.asarray([e.progress_reward() for e in self.episodes], np.float32)
 
-    def has_signal(self, group_normalised: bool = False) -> bool:
-        """Whether the rewards can give a policy gradient: some group's rewards (all of its
-        episodes' rewards, pooled) differ, or, unless the estimator normalises each group's
-        pooled rewards (`group_normalised`, GRPO: equal rewards all normalise to 0), some
-        episode has several rewards, not all zero (a reward to go then differs between its
-        replies). With one reward per episode this is DAPO's dynamic-sampling test (Yu et al.
-        2025): equal rewards in every group give every estimator but a batch-wide baseline
-        nothing to learn from."""
-        groups = self.group_ids()
-        for g in np.unique(groups):
-            rewards = [r for i in np.flatnonzero(groups == g) for _, r in self.scored[i]]
-            if rewards and max(rewards) > min(rewards):
-                return True
-        return not group_normalised and any(len(r) > 1 and any(v for _, v in r)
-                                            for r in self.scored)
-
     def group_ids(self) -> np.ndarray:
         index: dict[str, int] = {}
         return np.asarray([index.setdefault(e.task_id, len(index)) for e in self.episodes],
@@ -203,12 +200,14 @@ class RolloutResult:
         """Means over episodes: reward (the return under the run's reward kind) and progress
         (EnvTuning's, comparable across kinds); turn accuracy over all turns and over the turns
         that expect calls (BFCL's checked turns); silent turns, the share of checked turns failed
-        without a call attempted (`TurnLog.silent`); format validity, the share
+        without a call attempted (`TurnLog.silent`); unproductive turns, the share of checked turns
+        failed after calls that made no progress toward their ground truth (the reward-hack
+        detector, `seetjax.rewards.gaming_metrics`); format validity, the share
         of replies that ended with their stop token and parsed; SEET's counters; and where the
         environment scores its episodes (`ScoresEpisodes`), the mean of each part of its reward,
         `env_<part>`. One figure is a total, not a mean: `policy_tokens`, every token the policy
         sampled for these episodes, retries included (what a compute-matched comparison holds
-        equal)."""
+        equal); and a count, `episodes_over_token_cap` (`over_token_cap`)."""
         turns = [t for e in self.episodes for t in e.turns]
         checked = [t for t in turns if t.checked]
         replies = [r for t in turns for r in t.replies]
@@ -222,10 +221,12 @@ class RolloutResult:
                "silent_turns": sum(t.silent for t in checked) / max(len(checked), 1),
                "format_validity": sum(r.well_formed for r in replies) / max(len(replies), 1),
                "replies": len(replies) / n,  # environment steps per episode
-               "records": float(len(self.records))}
+               "records": float(len(self.records)),
+               **gaming_metrics([e.trace() for e in self.episodes])}
         for key in ("retries", "hints", "interceptions", "truncated", "errors"):
             out[key] = sum(s[key] for s in per_episode) / n
         out["policy_tokens"] = float(sum(s["policy_tokens"] for s in per_episode))
+        out["episodes_over_token_cap"] = float(self.over_token_cap)
         out.update({f"anchors_{k}": float(v) for k, v in self.anchors_used.items()})
         if self.episodes and all(isinstance(e.env, ScoresEpisodes) for e in self.episodes):
             parts = [e.env_reward() for e in self.episodes]
@@ -255,7 +256,7 @@ class Rollout:
         times = PlayTimes()
         clock = time.perf_counter()
         policy.start([e.prompt for e in episodes])
-        live = list(range(len(episodes)))
+        live = [i for i, e in enumerate(episodes) if not e.done]  # over_token_cap: never played
         chunks: list[list[int]] = [[] for _ in episodes]
         partial: dict[int, Completion] = {}  # replies still being sampled (decode_chunk > 0)
         step = self.config.decode_chunk
@@ -320,7 +321,7 @@ class Rollout:
             for a in found:
                 self.pool.add(a)
         self.pool.evict_older_than(step)
-        return RolloutResult(list(episodes), records, used, self.config.reward)
+        return RolloutResult.of(episodes, records, used, self.config.reward)
 
     def __call__(self, tasks: Sequence[Any], policy: Policy, stage: StageConfig,
                  progress: float, step: int, seed: int) -> RolloutResult:

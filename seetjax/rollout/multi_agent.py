@@ -90,8 +90,8 @@ class Team:
     def env(self) -> CoordinatorEnv:
         return self.coordinator.env
 
-    def hop(self, round_: int) -> Hop | None:
-        return round_hop(self.task, round_)
+    def hop(self, delegation: int) -> Hop | None:
+        return delegation_hop(self.task, delegation)
 
     def assign_credit(self, weight: float) -> None:
         team = self.env.team_reward(self.coordinator.truncated).total
@@ -116,7 +116,7 @@ class TeamResult(RolloutResult):
         one role's parameters train on when each role has its own."""
         coordinators = [t.coordinator for t in self.teams]
         workers = [w for t in self.teams for w in t.workers]
-        return {role: RolloutResult(episodes, [], {}, self.reward)
+        return {role: RolloutResult.of(episodes, [], {}, self.reward)
                 for role, episodes in zip(ROLES, (coordinators, workers))}
 
 
@@ -201,7 +201,7 @@ class MultiAgentRollout:
         for team in teams:
             team.assign_credit(self.team.sub_answer_weight)
         episodes = [t.coordinator for t in teams] + [w for t in teams for w in t.workers]
-        return TeamResult(episodes, [], {}, self.config.reward, times, teams=teams)
+        return TeamResult.of(episodes, [], {}, self.config.reward, times, teams=teams)
 
     def _coordinate(self, live: Sequence[Team], policy: Policy,
                     times: PlayTimes) -> list[Completion]:
@@ -218,24 +218,29 @@ class MultiAgentRollout:
 
     def _worker(self, team: Team, question: str, round_: int, stage: StageConfig,
                 progress: float) -> Episode:
-        """A worker episode on `question`, delegated in round `round_` (`worker_task`)."""
-        return Episode(worker_task(team.task, question, round_), team.coordinator.sample,
+        """A worker episode on `question`, delegated in round `round_` as the team's next
+        delegation (`worker_task`: a round whose reply delegated nothing does not count)."""
+        return Episode(worker_task(team.task, question, len(team.workers)), team.coordinator.sample,
                        self.tokenizer, worker_env(self.config.env), stage, progress,
                        self.config.limits, seed=team.seed * 7919 + round_ + 1)
 
 
-def round_hop(task: QATask, round_: int) -> Hop | None:
-    """The hop the worker of round `round_` answers (the r-th delegation answers hop r)."""
-    return task.hops[round_] if round_ < len(task.hops) else None
+def delegation_hop(task: QATask, delegation: int) -> Hop | None:
+    """The hop the worker of a team's `delegation`-th delegation (from 0) answers: the r-th
+    delegation answers hop r."""
+    return task.hops[delegation] if delegation < len(task.hops) else None
 
 
-def worker_task(task: QATask, question: str, round_: int) -> QATask:
-    """The worker's task for `question`, delegated in round `round_` of a team on `task`: scored
-    against the answer of the task's hop `round_` (the task's answers where it has no such
-    hop)."""
-    hop = round_hop(task, round_)
-    return QATask(f"{task.id}/worker", question, (hop.answer,) if hop else task.answers,
-                  (hop,) if hop else ())
+def worker_task(task: QATask, question: str, delegation: int) -> QATask:
+    """The worker's task for `question`, the `delegation`-th delegation of a team on `task`:
+    scored against the answer of the task's hop `delegation` (the task's answers where it has no
+    such hop). Its id names that sub-task, so the workers of every team that answer it form
+    one group (`RolloutResult.group_ids`): GRPO compares a hop's workers with each other, not
+    with workers on a hop of other difficulty."""
+    hop = delegation_hop(task, delegation)
+    if hop is None:
+        return QATask(f"{task.id}/worker/answer", question, task.answers, ())
+    return QATask(f"{task.id}/worker/hop{delegation}", question, (hop.answer,), (hop,))
 
 
 def worker_env(section: qa_search.QASearchRunConfig) -> WorkerEnv:

@@ -238,6 +238,25 @@ def test_one_reward_per_row_is_the_outcome_estimator_bit_for_bit(name, fields, d
             np.testing.assert_array_equal(got[i, :end + 1], np.full(end + 1, want[i]))
 
 
+@pytest.mark.parametrize("name,fields", [c for c in CASES if c[1] != {"baseline": "none"}])
+def test_equal_rewards_give_exactly_zero_advantages(name, fields):
+    """A float mean of n equal rewards can be an ulp off them (7 x 1.4, 3 x 0.9): GRPO's std of
+    ~1 ulp would blow that up to advantages of ~0.1, and any residue would read as signal
+    (`seetjax.learner.update_signal`). Equal rewards have nothing to learn from: exactly 0."""
+    cfg = make_config(name, fields, kind="advantage")
+    fn = getattr(adv, f"{name}_advantages")
+    for value, n in ((1.4, 7), (0.9, 3), (0.3, 6), (0.7, 7), (0.1, 7)):
+        valid = np.ones(n, np.float32)
+        token_rewards, mask, ends = _outcome_layout(np.full(n, value, np.float32), valid)
+        args = tuple(map(jnp.asarray, (token_rewards, mask, np.zeros(n, np.int32), valid)))
+        for wrap in (lambda f: f, jax.jit):
+            got, _ = wrap(lambda *a: fn(*a, cfg))(*args)
+            # every token up to the reward (the row's trained tokens): after it, the reward to go
+            # is 0 and a baseline's -r is what the estimator means
+            acting = np.arange(T)[None, :] <= ends[:, None]
+            assert float(np.abs(np.asarray(got)[acting]).max()) == 0.0, (value, n)
+
+
 @pytest.mark.parametrize("std", ["group", "batch", "none"])
 def test_grpo_outcome_matches_numpy(std):
     r, g, v = _groups()

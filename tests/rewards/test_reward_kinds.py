@@ -10,6 +10,8 @@ import pytest
 
 from seetjax.envs.bfcl import BfclEnvConfig
 from seetjax.envs.bfcl_data import load_tasks
+from seetjax.learner.config import learner_config
+from seetjax.learner.update_signal import update_has_signal
 from seetjax.losses import advantages as adv
 from seetjax.rewards import (
     AgentRewardConfig,
@@ -17,6 +19,7 @@ from seetjax.rewards import (
     ShapingConfig,
     agent_reward,
     assigned_rewards,
+    gaming_metrics,
     progress_reward,
     step_rewards,
 )
@@ -41,7 +44,7 @@ PERFECT = [m for t in range(TASK.num_turns) for m in (calls(t), "Done.")]
 GROUP = [PERFECT, PERFECT[:4] + ["Done."] * 2, ["[cd(folder='nope')]", "[cd(folder="] + PERFECT]
 KINDS = {"progress": RewardConfig(),
          "agent": RewardConfig("agent", agent=AgentRewardConfig(format_error_penalty=0.3)),
-         "shaped": RewardConfig("shaped", shaping=ShapingConfig(clean_call=0.1, turn_failed=-0.3))}
+         "shaped": RewardConfig("shaped", shaping=ShapingConfig(clean_call=-0.05, turn_failed=-0.3))}
 
 
 def play(tokenizer, scripts, kind, stage=STANDARD, limits=None, **env):
@@ -124,6 +127,18 @@ def test_stats_log_the_chosen_reward_and_progress(rolled):
         assert result.rewards().tolist() == pytest.approx(progress)
 
 
+def test_stats_log_the_hack_detectors(tokenizer):
+    """A harmless call in a turn it does not advance, and silence, each in their own metric."""
+    scripts = [PERFECT[:2] + ["[ls()]", "Done."] + PERFECT[4:], PERFECT[:2] + ["Done."] + PERFECT[4:],
+               PERFECT]
+    result = play(tokenizer, scripts, "shaped")
+    stats = result.stats()
+    assert stats["unproductive_turns"] == pytest.approx(1 / 12)  # 3 episodes, 4 checked turns
+    assert stats["silent_turns"] == pytest.approx(1 / 12)
+    assert stats["unproductive_turns"] == gaming_metrics(
+        [e.trace() for e in result.episodes])["unproductive_turns"]
+
+
 def _trained_replies(episode):
     """(segment index, training-sequence positions of its trained tokens) per trained reply."""
     out, position = [], 0
@@ -183,18 +198,24 @@ def test_rloo_and_gae_credit_each_reply_with_the_rewards_from_it_on(rolled):
                 assert float(gae[i, t]) == pytest.approx(to_go, abs=1e-5)
 
 
+def has_signal(tokenizer, result, algorithm):
+    """`update_has_signal` of `algorithm`, its KL term off, on `result`'s batch."""
+    config = learner_config({"algorithm": algorithm, "loss": {"kl_coef": 0.0}})
+    return update_has_signal(config, trajectory_batch(result, pad_id=tokenizer.pad_id))
+
+
 def test_has_signal_with_equal_and_with_step_rewards(tokenizer):
     same = play(tokenizer, [PERFECT, PERFECT], "progress")
-    assert not same.has_signal()  # equal episode rewards: nothing to learn from
-    assert play(tokenizer, [PERFECT, PERFECT[:2]], "progress").has_signal()
-    shaped = play(tokenizer, [PERFECT, PERFECT], "shaped")  # rewards 0, 1, 0, 1, ...: they differ
-    assert shaped.has_signal() and shaped.has_signal(group_normalised=True)
+    assert not has_signal(tokenizer, same, "rloo")  # equal episode rewards: nothing to learn
+    assert has_signal(tokenizer, play(tokenizer, [PERFECT, PERFECT[:2]], "progress"), "rloo")
+    shaped = play(tokenizer, [PERFECT, PERFECT], "shaped")  # rewards -0.05, 1, ...: they differ
+    assert has_signal(tokenizer, shaped, "rloo") and has_signal(tokenizer, shaped, "grpo")
     # every reward the same (a turn failed without a call, four times): GRPO normalises them all
     # to 0, while the reward to go still differs between the replies of an episode
     failing = play(tokenizer, [["Done."] * 4] * 2, "shaped")
     silent = KINDS["shaped"].shaping.turn_failed + KINDS["shaped"].shaping.unattempted_turn
     assert [r for rows in failing.scored for _, r in rows] == pytest.approx([silent] * 8)
-    assert failing.has_signal() and not failing.has_signal(group_normalised=True)
+    assert has_signal(tokenizer, failing, "rloo") and not has_signal(tokenizer, failing, "grpo")
 
 
 # ---- the places where steps and replies do not pair one to one ---------------------------------
@@ -275,6 +296,8 @@ def test_a_cut_off_episode_pays_its_timeout_at_its_end(tokenizer):
     (("shaping", "timeout", float("inf")), "config.reward.shaping: timeout=inf must be a finite"),
     (("shaping", "turn_penalty_floor", 0.2),
      r"config.reward.shaping: turn_penalty_floor=0.2 must be <= 0"),
+    (("shaping", "clean_call", 0.1),
+     r"config.reward.shaping: clean_call=0.1 must be <= 0: a positive code value pays"),
 ])
 def test_bad_reward_fields_fail_with_the_field_named(override, message):
     config = load_config_file(ROOT / "configs" / "tiny.py")

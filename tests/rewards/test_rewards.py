@@ -75,26 +75,31 @@ def test_shaping_rewards_one_per_message():
     config = ShapingConfig(format_error=-0.5, execution_error=-0.2, turn_passed=1.0, turn_failed=-0.1)
     assert step_rewards(trace, config) == pytest.approx([0.0, -0.5 + 1.0, -0.2, 0.0, 1.0])
     timeout = play(BASE0, ["[pwd()]"] * 3, BfclEnvConfig(max_steps_per_turn=2))
-    assert step_rewards(timeout, config) == pytest.approx([0.0, 0.0, -0.1 - 1.0])
+    # pwd makes no progress toward turn 0: scored as silence (-0.5), then the timeout
+    assert step_rewards(timeout, config) == pytest.approx([0.0, 0.0, -0.1 - 0.5 - 1.0])
 
 
 def test_shaping_charges_a_silent_failed_turn_no_less_than_any_failed_attempt():
     config = ShapingConfig()  # execution_error -0.2, unattempted_turn and the floor -0.5
     silent = step_rewards(play(BASE0, ["Done."]), config)
     assert silent == pytest.approx([config.turn_failed + config.unattempted_turn])
-    # Four failed calls: the third is charged only down to the floor, the fourth nothing.
-    stubborn = step_rewards(play(BASE0, ["[cd(folder='nowhere')]"] * 4 + ["Done."]), config)
+    # Four failed calls that make progress (the right mv, before the cd it needs): the third is
+    # charged only down to the floor, the fourth nothing.
+    mv = "[mv(source='final_report.pdf', destination='temp')]"
+    stubborn = step_rewards(play(BASE0, [mv] * 4 + ["Done."]), config)
     assert stubborn == pytest.approx([-0.2, -0.2, -0.1, 0.0, config.turn_failed])
     # BFCL's step limit: the timeout is charged on top of the floor (so it can fall below silence)
-    limited = play(BASE0, ["[cd(folder='nowhere')]"] * 3, BfclEnvConfig(max_steps_per_turn=2))
-    assert sum(step_rewards(limited, config)) == pytest.approx(
-        config.turn_penalty_floor + config.turn_failed + config.timeout)
+    limited = play(BASE0, [mv] * 3, BfclEnvConfig(max_steps_per_turn=2))
+    assert step_rewards(limited, config) == pytest.approx(
+        [-0.2, -0.2, -0.1 + config.turn_failed + config.timeout])
     # The floor is per turn: turn 1's failed call is charged in full after turn 0's were capped.
-    later = play(BASE0, ["[cd(folder='nowhere')]"] * 3 + [calls(BASE0, 0), "Done.",
-                                                         "[cd(folder='nowhere')]", "Done."])
+    grep = "[grep(file_name='final_report.pdf', pattern='budget analysis')]"  # before its cd
+    later = play(BASE0, [mv] * 3 + [calls(BASE0, 0), "Done.", grep, "Done."])
     assert step_rewards(later, config)[-2:] == pytest.approx([-0.2, config.turn_failed])
-    # unattempted_turn=0 and no floor: the per-call penalties alone, as before 2026-11-26.
-    plain = ShapingConfig(unattempted_turn=0.0, turn_penalty_floor=float("-inf"))
+    # unattempted_turn=0, no floor, and calls that make no progress charged like any: the
+    # per-call penalties alone, as before 2026-11-26.
+    plain = ShapingConfig(unattempted_turn=0.0, turn_penalty_floor=float("-inf"),
+                          no_progress_as_silence=False)
     assert step_rewards(play(BASE0, ["[cd(folder='nowhere')]"] * 4 + ["Done."]), plain) == (
         pytest.approx([-0.2] * 4 + [0.0]))
     with pytest.raises(ValueError, match="turn_penalty_floor"):
@@ -156,12 +161,15 @@ def test_timing_rewards_calling_exactly_when_the_ground_truth_does():
 
 
 def test_format_and_timeout_penalties_and_clipping():
-    trace = play(BASE0, ["[cd(folder=x)]", "[pwd()]", "[pwd()]", "[pwd()]"],
+    # Turn 0 passes on a message that does not parse; turn 1 runs into BFCL's step limit with
+    # calls that make no progress: it is scored as given up, its timeout kept.
+    trace = play(BASE0, [calls(BASE0, 0), "[cd(folder=x)]"] + ["[pwd()]"] * 3,
                  BfclEnvConfig(max_steps_per_turn=2))
     reward = agent_reward(trace)
+    assert reward.silenced == (1,)
     assert reward.penalties["format_error"] == 1 and reward.penalties["timeout"] == 1
-    assert reward.components["format"] == pytest.approx(3 / 4)
-    assert reward.components["completion"] == 0.0
+    assert reward.components["format"] == pytest.approx(2 / 3)
+    assert reward.components["completion"] == 0.25
     harsh = AgentRewardConfig(timeout_penalty=10.0, min_reward=-2.0)
     assert agent_reward(trace, harsh).total == -2.0
     with pytest.raises(ValueError):

@@ -12,6 +12,8 @@ import numpy as np
 from seetjax.envs import registry
 from seetjax.envs.base import EpisodeTrace, StepCode, StepResult, TurnVerdict
 from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
+from seetjax.learner.config import learner_config
+from seetjax.learner.update_signal import update_has_signal
 from seetjax.rewards import RewardConfig
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
@@ -125,10 +127,10 @@ def test_episodes_verdicts_rewards_and_batch_of_a_custom_env(tokenizer):
     assert [[v.passed for v in e.trace().verdicts] for e in result.episodes] == [
         [True, True], [True, False], [True, True], [False, False]]
     np.testing.assert_allclose(result.rewards(), [1.0, 0.5, 1.0, 0.0])
-    assert result.has_signal()
     assert result.stats()["format_validity"] == 1.0
 
     batch = trajectory_batch(result, pad_id=tokenizer.pad_id)
+    assert update_has_signal(learner_config({"algorithm": "rloo"}), batch)
     np.testing.assert_allclose(batch.rewards, [1.0, 0.5, 1.0, 0.0])
     assert batch.group_ids.tolist() == [0, 0, 1, 1]
     for row, episode in enumerate(result.episodes):

@@ -201,3 +201,57 @@ def test_a_long_observation_is_cut_as_sft_dialogs_cut_it(play, task, tokenizer):
     text = tokenizer.decode(format_dialog(dialog, tokenizer, max_observation_tokens=4).tokens)
     assert cut in text and raw["content"] not in text
     assert raw["content"] in tokenizer.decode(format_dialog(dialog, tokenizer).tokens)  # 0: whole
+
+
+def test_the_fault_boundary_covers_reset_trace_and_exits(play, task, monkeypatch, caplog):
+    """An environment whose reset or trace raises, and a tool that calls exit(), fail their own
+    episode (logged, counted); the rest of the batch plays and is scored as usual."""
+    import sys
+
+    from seetjax.envs.bfcl import BfclEnv
+    from seetjax.envs.bfcl_data import api_class
+    from seetjax.rollout.loop import RolloutResult
+
+    unstarted, lost, exits = load_tasks("base")[1:4]
+    real_reset, real_trace = BfclEnv.reset, BfclEnv.trace
+
+    def reset(self, t):
+        if t is unstarted:
+            raise RuntimeError("no scenario")
+        return real_reset(self, t)
+
+    def trace(self):
+        if self.task is lost and self.turn >= 1:
+            raise ValueError("lost the record")
+        return real_trace(self)
+
+    monkeypatch.setattr(BfclEnv, "reset", reset)
+    monkeypatch.setattr(BfclEnv, "trace", trace)
+    monkeypatch.setattr(api_class("GorillaFileSystem"), "pwd", lambda self: sys.exit(3))
+    scripts = [[calls_text(task.ground_truth[0])], [], [calls_text(lost.ground_truth[0])],
+               ["[pwd()]"]]
+    with caplog.at_level("WARNING"):
+        _, episodes = play([task, unstarted, lost, exits], STANDARD, scripts)
+    result = RolloutResult(episodes, [], {})
+    stats = result.stats()  # the lost record is found missing here, when scoring
+    good, *failed = episodes
+    assert good.error is None and good.turns[0].passed and good.progress_reward() > 0
+    assert [e.error for e in failed] == ["RuntimeError: no scenario",
+                                         "ValueError: lost the record", "SystemExit: 3"]
+    assert not failed[0].turns[0].replies and failed[0].task_id == unstarted.id
+    for e in failed:
+        assert e.done and e.turns[-1].passed is False and e.progress_reward() == 0.0
+    assert stats["errors"] == 0.75 and list(result.rewards()[1:]) == [0.0] * 3
+    assert "no scenario" in caplog.text and "SystemExit" in caplog.text
+
+
+def test_a_keyboard_interrupt_still_stops_the_run(play, task, monkeypatch):
+    """KeyboardInterrupt is how a user stops a run: no episode boundary swallows it."""
+    import pytest
+
+    def interrupted(self, completion):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Episode, "on_reply", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        play([task], STANDARD, [["Done."]])

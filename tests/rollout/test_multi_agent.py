@@ -1,11 +1,14 @@
 """Multi-agent QA rollouts with scripted policies: credits per role on hand-checked cases, the
 round cap, each agent's own row and loss mask, and the config's errors. No model needed."""
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from seetjax.batch import row_mask
 from seetjax.envs.qa_search.run import QASearchRunConfig
 from seetjax.envs.qa_search.world import World
+from seetjax.losses.advantages import GRPOAdvantageConfig, grpo_advantages
 from seetjax.rewards import RewardConfig
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.coordinator import COORDINATOR_ROLE, WORKER_ROLE
@@ -71,9 +74,9 @@ def oracle(task, wrong_first_worker=False, always_delegate=False):
     return respond
 
 
-def play(tokenizer, task, respond, max_rounds=3, weight=0.5, group_size=1):
+def play(tokenizer, task, respond, max_rounds=3, weight=0.5, group_size=1, episode_tokens=2048):
     config = RolloutConfig(group_size=group_size, env=SECTION, reward=RewardConfig("env"),
-                           limits=EpisodeLimits(48, 400, 256, 2048))
+                           limits=EpisodeLimits(48, 400, 256, episode_tokens))
     rollout = MultiAgentRollout(tokenizer, config, MultiAgentConfig(True, max_rounds, weight))
     return rollout([task], RolePolicy(tokenizer, respond), PLAIN, 1.0, 0, seed=0)
 
@@ -134,8 +137,61 @@ def test_each_agent_trains_on_its_own_replies_only(tokenizer, task):
         assert ("delegate(" in text) == (role == "coordinator")
     assert mask[6:].sum() == 0  # padding rows
     np.testing.assert_allclose(np.asarray(batch.rewards)[:6], [0.9, 0.9] + [1.4] * 4, atol=1e-6)
-    groups = np.asarray(batch.group_ids)[:6]
-    assert groups[0] == groups[1] and len(set(groups[2:])) == 1 and groups[2] != groups[0]
+    groups = np.asarray(batch.group_ids)[:6]  # workers: team 0's two hops, then team 1's
+    assert groups[0] == groups[1] and len(set(groups[2:])) == 2 and groups[0] not in groups[2:]
+
+
+def test_workers_are_grouped_by_the_hop_they_answer(tokenizer, task):
+    """Hop 0 answered right by every team's worker, hop 1 wrong by every one: within each hop
+    the workers earn the same credit, so a group baseline has nothing to learn from them."""
+    first = task.hops[0].question
+    wrong_second = oracle(task)
+
+    def respond(role, text):  # every worker on the second hop answers it wrongly
+        reply = wrong_second(role, text)
+        return reply if role == "coordinator" or first in text or "search(" in reply else \
+            "[answer(text='nobody')]"
+
+    result = play(tokenizer, task, respond, group_size=2)
+    workers = result.episodes[2:]
+    assert [w.task_id for w in workers] == [f"{task.id}/worker/hop{h}" for h in (0, 1, 0, 1)]
+    credits = result.rewards()[2:]
+    assert credits[0] == credits[2] > credits[1] == credits[3]  # two hops, two difficulties
+    batch = trajectory_batch(result, pad_id=tokenizer.pad_id)
+    groups = np.asarray(batch.group_ids)[2:6]
+    assert groups[0] == groups[2] != groups[1] == groups[3]
+    advantages, _ = grpo_advantages(*map(jnp.asarray, (
+        batch.token_rewards, batch.reward_mask, batch.group_ids, row_mask(batch.sequences))),
+        GRPOAdvantageConfig())
+    assert not np.asarray(advantages)[2:6].any()
+
+
+def test_a_worker_answers_the_hop_of_its_delegation_not_of_its_round(tokenizer, task):
+    """A coordinator whose first reply is malformed delegates hop 0 in round 1: that worker is
+    scored and grouped on hop 0, as its credit is."""
+    oracle_reply = oracle(task)
+
+    def respond(role, text):
+        stumbled = role == "coordinator" and "Error:" not in text
+        return "[delegate(question=" if stumbled else oracle_reply(role, text)
+
+    result = play(tokenizer, task, respond, max_rounds=4)
+    team = result.teams[0]
+    assert team.env.format_errors == 1 and len(team.workers) == 2
+    for hop, worker in zip(task.hops, team.workers):
+        assert worker.task.hops == (hop,) and worker.turns[0].passed
+
+
+def test_a_coordinator_over_the_token_cap_is_left_out_and_counted(tokenizer, task):
+    result = play(tokenizer, task, oracle(task), group_size=2, episode_tokens=300)
+    assert len(result.teams[0].coordinator.prompt) > 300
+    assert result.episodes == [] and result.over_token_cap == 2
+    assert all(t.workers == [] and t.coordinator.truncated for t in result.teams)
+    coordinators = result.by_role()["coordinator"]
+    assert coordinators.episodes == [] and coordinators.over_token_cap == 2
+    assert result.stats()["episodes_over_token_cap"] == 2.0
+    batch = trajectory_batch(coordinators, pad_id=tokenizer.pad_id)
+    assert batch.sequences.tokens.shape[0] == 2 and not np.asarray(row_mask(batch.sequences)).any()
 
 
 def test_the_config_names_the_field_it_rejects():
