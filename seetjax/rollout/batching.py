@@ -32,8 +32,8 @@ def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 
     chosen, failed step rejected), drawn uniformly from all the records with `pair_seed` (see
     `sample_records`)."""
     arrays = [e.conversation.training_arrays() for e in result.episodes]
-    # the episodes left out over the token cap keep their rows, as padding
-    rows = round_up(len(arrays) + result.over_token_cap, row_multiple)
+    # the episodes left out (over the token cap, or never started) keep their rows, as padding
+    rows = round_up(len(arrays) + result.left_out, row_multiple)
     length = length or bucket(max((len(t) for t, _, _ in arrays), default=1), 256)
     tokens = [t.tolist() for t, _, _ in arrays] + [[]] * (rows - len(arrays))
     masks = [m.tolist() for _, m, _ in arrays] + [[]] * (rows - len(arrays))

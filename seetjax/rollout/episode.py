@@ -118,6 +118,9 @@ class Episode:
         self.done = False
         self.truncated = False
         self._env_failed = failure is not None  # `trace()` then gives a record without steps
+        # An environment that failed to start gave the policy nothing to act on: the episode
+        # counts as failed in an evaluation, and training leaves it out (`Rollout.slow_loop`).
+        self.unstarted = failure is not None
         if failure is not None:
             self._fault("its reset", failure)
         # A prompt that leaves no room for a reply under max_episode_tokens: the episode ends

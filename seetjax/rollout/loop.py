@@ -159,9 +159,11 @@ class PlayTimes:
 @dataclasses.dataclass
 class RolloutResult:
     """The episodes to train on, scored under `reward`, with the slow loop's records and anchor
-    counts. `over_token_cap`: episodes started and left out because their prompt left no room
-    for a reply (`Episode.over_token_cap`): they train nothing, so their rewards must not enter
-    any group's statistics; a batch keeps a padding row for each (its shapes do not change)."""
+    counts. Episodes the policy never acted in are left out and counted: `over_token_cap`, whose
+    prompt left no room for a reply (`Episode.over_token_cap`), and `unstarted`, whose
+    environment failed to start (`Episode.unstarted`). They train nothing, so their rewards must
+    not enter any group's statistics; a batch keeps a padding row for each (`left_out`: its
+    shapes do not change)."""
 
     episodes: list[Episode]
     records: list[CounterfactualRecord]
@@ -169,13 +171,21 @@ class RolloutResult:
     reward: RewardConfig = RewardConfig()
     times: PlayTimes = dataclasses.field(default_factory=PlayTimes)
     over_token_cap: int = 0
+    unstarted: int = 0
 
     @classmethod
     def of(cls, episodes: Sequence[Episode], *args: Any, **fields: Any) -> RolloutResult:
-        """The result of `episodes` (the other fields as the constructor's), those over the
-        token cap left out and counted in `over_token_cap`."""
-        kept = [e for e in episodes if not e.over_token_cap]
-        return cls(kept, *args, over_token_cap=len(episodes) - len(kept), **fields)
+        """The result of `episodes` (the other fields as the constructor's), those the policy
+        never acted in left out and counted in `over_token_cap` and `unstarted`."""
+        unstarted = sum(e.unstarted for e in episodes)
+        over = sum(e.over_token_cap and not e.unstarted for e in episodes)
+        kept = [e for e in episodes if not (e.over_token_cap or e.unstarted)]
+        return cls(kept, *args, over_token_cap=over, unstarted=unstarted, **fields)
+
+    @property
+    def left_out(self) -> int:
+        """Episodes started and left out of training (a padding row each in a batch)."""
+        return self.over_token_cap + self.unstarted
 
     @functools.cached_property
     def scored(self) -> list[list[tuple[int, float]]]:
@@ -207,7 +217,7 @@ class RolloutResult:
         environment scores its episodes (`ScoresEpisodes`), the mean of each part of its reward,
         `env_<part>`. One figure is a total, not a mean: `policy_tokens`, every token the policy
         sampled for these episodes, retries included (what a compute-matched comparison holds
-        equal); and a count, `episodes_over_token_cap` (`over_token_cap`)."""
+        equal); and counts, `episodes_over_token_cap` and `episodes_unstarted` (left out)."""
         turns = [t for e in self.episodes for t in e.turns]
         checked = [t for t in turns if t.checked]
         replies = [r for t in turns for r in t.replies]
@@ -227,6 +237,7 @@ class RolloutResult:
             out[key] = sum(s[key] for s in per_episode) / n
         out["policy_tokens"] = float(sum(s["policy_tokens"] for s in per_episode))
         out["episodes_over_token_cap"] = float(self.over_token_cap)
+        out["episodes_unstarted"] = float(self.unstarted)
         out.update({f"anchors_{k}": float(v) for k, v in self.anchors_used.items()})
         if self.episodes and all(isinstance(e.env, ScoresEpisodes) for e in self.episodes):
             parts = [e.env_reward() for e in self.episodes]

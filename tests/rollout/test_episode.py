@@ -243,6 +243,12 @@ def test_the_fault_boundary_covers_reset_trace_and_exits(play, task, monkeypatch
         assert e.done and e.turns[-1].passed is False and e.progress_reward() == 0.0
     assert stats["errors"] == 0.75 and list(result.rewards()[1:]) == [0.0] * 3
     assert "no scenario" in caplog.text and "SystemExit" in caplog.text
+    # training leaves out the episode that never started (the policy never acted), counted;
+    # the episodes that failed on the policy's watch stay in their groups
+    trained = RolloutResult.of(episodes, [], {})
+    assert trained.episodes == [good, failed[1], failed[2]]
+    assert (trained.unstarted, trained.left_out) == (1, 1)
+    assert trained.stats()["episodes_unstarted"] == 1.0
 
 
 def test_a_keyboard_interrupt_still_stops_the_run(play, task, monkeypatch):
