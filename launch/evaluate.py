@@ -13,9 +13,11 @@ With --run, the model is the run's checkpoint (the latest, or --step) and the pr
 and environment are the run's own; with --model they come from the flags. With --endpoint, any
 OpenAI-compatible chat-completions endpoint (vLLM, SGLang, a hosted API, launch/serve.py) is
 evaluated through the `openai` client, --model naming its model: native function calling with
---prompt_style=native, BFCL's prompt styles otherwise; same executor, checker and report.
-Greedy by default; writes <out>.md (a table per split in the leaderboard's form and the agent
-metrics) and <out>.json (per-entry verdicts).
+--prompt_style=native, BFCL's prompt styles otherwise; same executor, checker and report. An
+endpoint that cannot be reached or refuses a first request (a wrong API key) fails the run before
+any work; episodes ended by endpoint errors are scored as failed and make the run exit 1. Greedy by
+default; writes <out>.md (a table per split in the leaderboard's form and the agent metrics) and
+<out>.json (per-entry verdicts).
 
 --categories may name BFCL's single-turn categories (simple, live_multiple, irrelevance, ...:
 `seetjax.envs.bfcl_single`) next to the multi-turn ones, local model or endpoint: one reply per task
@@ -36,6 +38,7 @@ ground-truth recall per k in <out>.md, <out>.retrieval.json and <out>.retrieval.
 
 import collections
 import dataclasses
+import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -162,7 +165,8 @@ flags.register_multi_flags_validator(
 flags.register_validator("per_category", lambda v: v >= 0, "--per_category must be >= 0 (0: all)")
 flags.register_validator("compact_description_chars", lambda v: v >= 0,
                          "--compact_description_chars must be >= 0")
-flags.register_validator("temperature", lambda v: v >= 0, "--temperature must be >= 0")
+flags.register_validator("temperature", lambda v: math.isfinite(v) and v >= 0,
+                         "--temperature must be a finite number >= 0")
 flags.register_validator("max_reply_tokens", lambda v: v > 0, "--max_reply_tokens must be > 0")
 flags.register_multi_flags_validator(
     ["max_reply_tokens", "max_episode_tokens"],
@@ -225,12 +229,8 @@ def flag_rollout_config() -> RolloutConfig:
 
 def evaluate_endpoint_main(out: Path) -> None:
     """--endpoint: the episodes through the endpoint, the same report."""
-    from seetjax.serving.client import (
-        EndpointConfig,
-        EndpointPolicy,
-        evaluate_endpoint,
-        single_turn_replies,
-    )
+    from seetjax.eval.endpoint_check import EndpointUnusable, check_endpoint
+    from seetjax.serving.client import EndpointConfig, EndpointPolicy, evaluate_endpoint, single_turn_replies
 
     tokenizer = Tokenizer.from_pretrained(resolve_model_path(_TOKENIZER.value))
     config = EndpointConfig(url=_ENDPOINT.value, model=_MODEL.value,
@@ -238,6 +238,10 @@ def evaluate_endpoint_main(out: Path) -> None:
                             temperature=_TEMPERATURE.value, concurrency=_CONCURRENCY.value,
                             max_retries=_MAX_RETRIES.value, tool_messages=_TOOL_MESSAGES.value)
     policy = EndpointPolicy(config, tokenizer)
+    try:
+        check_endpoint(policy, _API_KEY_ENV.value)
+    except EndpointUnusable as e:
+        raise SystemExit(f"evaluate.py: {e}") from None
     rollout_config = flag_rollout_config()
     rollouts = decoding_rollouts(tokenizer, rollout_config)
     reports, sweep = multi_turn_reports(
@@ -248,9 +252,13 @@ def evaluate_endpoint_main(out: Path) -> None:
     replies = single_turn_replies(policy, single_turn, tokenizer, rollout_config.env,
                                   rollout_config.limits)
     write_outputs(out, reports, single_turn_reports(single_turn, replies, rollouts), sweep)
-    print(f"{policy.requests} requests to {_ENDPOINT.value} ({_MODEL.value}); "
-          f"{policy.failed_episodes} episodes or single-turn tasks ended by endpoint errors "
-          "(scored as failed)")
+    summary = (f"{policy.requests} requests to {_ENDPOINT.value} ({_MODEL.value}); "
+               f"{policy.failed_episodes} episodes or single-turn tasks ended by endpoint errors")
+    if policy.failed_episodes:  # the scores are partly the endpoint's, not the model's
+        raise SystemExit(f"evaluate.py: {summary} (scored as failed): {out}.md is not the "
+                         "model's score alone")
+    print(f"{summary} (scored as failed)")
+
 
 
 def main(argv):

@@ -20,6 +20,7 @@ indexed.
 
 import dataclasses
 import json
+import math
 import os
 import sys
 import time
@@ -55,6 +56,12 @@ _UNSEEN_FRACTION = flags.DEFINE_float("unseen_fraction", 0.15,
 _DEFINE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, float: flags.DEFINE_float}
 _TRAIN = {f.name: _DEFINE[type(f.default)](f.name, f.default, f"train: TrainConfig.{f.name}")
           for f in dataclasses.fields(TrainConfig)}
+for _float in [*(n for n, f in _TRAIN.items() if isinstance(f.default, float)), "test_fraction",
+               "unseen_fraction"]:
+    flags.register_validator(_float, math.isfinite, f"--{_float} must be a finite number")
+flags.register_validator("workdir", lambda v: bool(v.strip()),
+                         "--workdir names no directory (an empty path would write into the "
+                         "current one)")
 
 
 def _encoder_dir() -> Path:

@@ -7,6 +7,7 @@ the sampler (prefill and decode, first call compiling, second compiled).
         --dtype=bfloat16
 """
 
+import math
 import time
 
 import jax
@@ -34,6 +35,10 @@ _TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "0 = greedy.")
 _TOP_P = flags.DEFINE_float("top_p", 1.0, "Nucleus sampling.")
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 48, "Tokens per reply.")
 _DTYPE = flags.DEFINE_string("dtype", "float32", "Parameter and compute dtype.")
+flags.register_validator("temperature", lambda v: math.isfinite(v) and v >= 0,
+                         "--temperature must be a finite number >= 0")
+flags.register_validator("top_p", lambda v: math.isfinite(v) and 0 < v <= 1,
+                         "--top_p must be a finite number in (0, 1]")
 
 
 def main(argv):

@@ -3,7 +3,10 @@
     python launch/train.py --config=configs/tiny.py --workdir=runs/tiny
     python launch/train.py --config=configs/tiny.py --config.seet.start_stage=3 --workdir=runs/s3
 
-A workdir resumes where it stopped. On several hosts start one process per host with
+A workdir resumes where it stopped, from its last intact checkpoint (a damaged one is set aside);
+when none is intact the run refuses, naming the damage, unless --start_over. One run at a time
+holds a workdir (a second is refused, naming the holder); a full disk stops the run naming its
+step. On several hosts start one process per host with
 `--multihost` (see launch/slurm and launch/k8s): jax.distributed.initialize() then finds the
 cluster by itself (SLURM, Kubernetes), or from SEETJAX_COORDINATOR, SEETJAX_NUM_PROCESSES and
 SEETJAX_PROCESS_ID (e.g. several processes on one machine, with CPU collectives over gloo).
@@ -16,11 +19,19 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from seetjax.cache import enable_compilation_cache
+from seetjax.learner.checkpoint import DamagedCheckpoints
 from seetjax.trainer import train
+from seetjax.workdir import DiskFull, WorkdirBusy
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/tiny.py", "Config file.")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/tiny", "Where checkpoints and reports go.")
 _MULTIHOST = flags.DEFINE_bool("multihost", False, "Call jax.distributed.initialize() first.")
+_START_OVER = flags.DEFINE_bool(
+    "start_over", False, "When every checkpoint of --workdir is damaged, train from step 0 "
+    "(discarding its metrics) instead of refusing.")
+flags.register_validator("workdir", lambda v: bool(v.strip()),
+                         "--workdir names no directory (an empty path would write into the "
+                         "current one)")
 
 
 def main(argv):
@@ -36,7 +47,10 @@ def main(argv):
                                        process_id=int(os.environ["SEETJAX_PROCESS_ID"]))
         else:
             jax.distributed.initialize()
-    train(_CONFIG.value, _WORKDIR.value)
+    try:
+        train(_CONFIG.value, _WORKDIR.value, start_over=_START_OVER.value)
+    except (DamagedCheckpoints, DiskFull, WorkdirBusy) as e:  # said in full: no traceback
+        raise SystemExit(f"train.py: {e}") from None
 
 
 if __name__ == "__main__":

@@ -1,17 +1,21 @@
 """Per-step scalars to `metrics.jsonl` (one JSON object per line) and TensorBoard event files.
 
-Only process 0 writes; the others get a writer that does nothing, so callers need no checks.
+Only process 0 writes; the others get a writer that does nothing, so callers need no checks. A
+resumed run first rewinds the file to its checkpoint (`rewind_metrics`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 import jax
+
+log = logging.getLogger(__name__)
 
 
 class MetricsWriter:
@@ -56,3 +60,27 @@ class MetricsWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def rewind_metrics(workdir: str | os.PathLike, step: int) -> None:
+    """Keeps the rows of `<workdir>/metrics.jsonl` up to `step` (a run resumed there writes the
+    later ones again), atomically; lines that do not read as a row (a write cut short by a
+    crash or a full disk) are dropped with a warning. Process 0 only."""
+    path = Path(workdir) / "metrics.jsonl"
+    if jax.process_index() != 0 or not path.exists():
+        return
+    kept, dropped = [], 0
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+            keep = row["step"] <= step
+        except (ValueError, TypeError, KeyError):
+            dropped += bool(line.strip())
+            continue
+        if keep:
+            kept.append(line + "\n")
+    if dropped:
+        log.warning("%s: %d unreadable line%s dropped", path, dropped, "s" * (dropped > 1))
+    partial = path.with_suffix(".jsonl.tmp")
+    partial.write_text("".join(kept))
+    partial.replace(path)

@@ -19,7 +19,6 @@ import dataclasses
 import json
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 import jax
@@ -28,7 +27,7 @@ import numpy as np
 
 from seetjax.base_model import resolve_model_path
 from seetjax.batch import TokenSequences, TrajectoryBatch
-from seetjax.config_fields import as_dataclass, field
+from seetjax.config_fields import as_dataclass, check_finite, field
 from seetjax.data.bfcl_dialogs import bfcl_dialogs
 from seetjax.data.coreset import CoresetConfig, select_coreset
 from seetjax.data.dialogs import Dialog, listing, read_jsonl
@@ -38,7 +37,6 @@ from seetjax.data.qa_dialogs import TEAM_SOURCE, oracle_dialogs
 from seetjax.data.replay import ReplayBuffer
 from seetjax.data.scoring import ModelScorer
 from seetjax.data.single_turn_dialogs import SingleTurnReport, check_settings, single_turn_dialogs
-from seetjax.envs.bfcl import BfclEnvConfig
 from seetjax.envs.qa_search.run import NAME as QA_SOURCE
 from seetjax.envs.qa_search.run import QASearchRunConfig
 from seetjax.envs.qa_search.run import check_split as qa_check_split
@@ -56,7 +54,8 @@ from seetjax.models.hf import (
 from seetjax.models.lora import has_lora
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rollout.multi_agent import MultiAgentConfig
-from seetjax.sft_config import check_copy_circuit, copy_rows
+from seetjax.sft_config import check_copy_circuit, copy_rows, env_config, single_turn_categories
+from seetjax.workdir import WorkdirLock, workdir_path
 
 
 def say(message: str) -> None:
@@ -116,17 +115,6 @@ def team_config(data: ml_collections.ConfigDict) -> MultiAgentConfig:
     return as_dataclass(MultiAgentConfig, data.multi_agent.to_dict(), "data.multi_agent")
 
 
-def env_config(data: ml_collections.ConfigDict) -> BfclEnvConfig:
-    """The prompt settings of the single-turn dialogs (those `bfcl_dialogs` takes)."""
-    return BfclEnvConfig(prompt_style=data.prompt_style, call_format=data.call_format or None,
-                         compact_description_chars=data.compact_description_chars)
-
-
-def single_turn_categories(data: ml_collections.ConfigDict) -> list[str]:
-    """`data.single_turn.categories` as a list."""
-    return [c.strip() for c in data.single_turn.categories.split(",") if c.strip()]
-
-
 def load_single_turn(config: ml_collections.ConfigDict
                      ) -> tuple[list[Dialog], SingleTurnReport | None]:
     """The single-turn dialogs `config.data.single_turn` asks for (none: [], None)."""
@@ -177,6 +165,7 @@ def check_qa_source(data: ml_collections.ConfigDict) -> None:
 
 def validate(config: ml_collections.ConfigDict) -> None:
     """Fails on a bad setting, naming it, before any model is loaded or data converted."""
+    check_finite(config.to_dict())
     load_options(config.model)
     data = config.data
     if data.source not in (*SOURCES, "jsonl", QA_SOURCE, TEAM_SOURCE):
@@ -228,7 +217,7 @@ class SFTRun:
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: str | os.PathLike):
         validate(config)
-        self.config, self.workdir = config, Path(workdir)
+        self.config, self.workdir = config, workdir_path(workdir)
         path = resolve_model_path(config.model.path)
         model = load_hf_checkpoint(path, **load_options(config.model))
         self.tokenizer = Tokenizer.from_pretrained(path)
@@ -244,8 +233,9 @@ class SFTRun:
         self.checkpoints = Checkpointer(self.workdir / "checkpoints",
                                         keep_last=config.train.keep_checkpoints)
         self.caller: dict[str, Any] = {"stage": 0, "stage_step": 0}
-        if self.checkpoints.latest_step() is not None:
-            self.state, self.caller = self.checkpoints.restore(self.state)
+        restored = self.checkpoints.restore_intact(self.state)  # a damaged one set aside
+        if restored is not None:
+            self.state, self.caller, _ = restored
             say(f"resumed from step {int(self.state.step)}: stage {self.caller['stage']}, "
                 f"step {self.caller['stage_step']} of it")
         self.report: dict[str, Any] = {}
@@ -372,8 +362,14 @@ class SFTRun:
 
 
 def run(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> dict[str, float]:
-    """Trains (or resumes) the run of `config` in `workdir`; returns the last logged metrics."""
-    return SFTRun(config, workdir).run()
+    """Trains (or resumes) the run of `config` in `workdir`, which it holds alone
+    (`seetjax.workdir.WorkdirLock`); returns the last logged metrics."""
+    validate(config)  # before the workdir is made
+    lock = WorkdirLock(workdir_path(workdir))
+    try:
+        return SFTRun(config, workdir).run()
+    finally:
+        lock.release()
 
 
 def data_metrics(batch: dict[str, np.ndarray], seen: int, size: int, stage: int

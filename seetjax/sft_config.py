@@ -1,13 +1,15 @@
 """Agent SFT configs: every field of an SFT run with its default (`default_sft_config`), read by
 `seetjax.sft.validate` and `SFTRun`; configs/sft.py ships it, configs/tiny.py embeds it as the RL
 warm-up, and `seetjax.base_model` builds the pretrained embedded default with it. The
-`copy_circuit` section's check and row count live here too."""
+`copy_circuit` section's check and row count, and the readers of the single-turn settings, live
+here too."""
 
 import jax
 import ml_collections
 
 from seetjax.data.dialogs import TASK_TYPES
 from seetjax.data.single_turn_dialogs import SELECTION_CATEGORIES
+from seetjax.envs.bfcl import BfclEnvConfig
 from seetjax.train_config import generated_section, lora_section
 
 
@@ -118,6 +120,17 @@ def default_sft_config() -> ml_collections.ConfigDict:
     config.train.keep_checkpoints = 2
     config.train.save_model = True  # write the final model as an HF directory (workdir/model)
     return config
+
+
+def env_config(data: ml_collections.ConfigDict) -> BfclEnvConfig:
+    """The prompt settings of the single-turn dialogs (those `bfcl_dialogs` takes)."""
+    return BfclEnvConfig(prompt_style=data.prompt_style, call_format=data.call_format or None,
+                         compact_description_chars=data.compact_description_chars)
+
+
+def single_turn_categories(data: ml_collections.ConfigDict) -> list[str]:
+    """`data.single_turn.categories` as a list."""
+    return [c.strip() for c in data.single_turn.categories.split(",") if c.strip()]
 
 
 def copy_rows(config: ml_collections.ConfigDict) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 
 import ml_collections
 
-from seetjax.config_fields import as_dataclass, field
+from seetjax.config_fields import as_dataclass, check_finite, field
 from seetjax.envs import registry
 from seetjax.envs.bfcl import DECODINGS
 from seetjax.envs.bfcl_data import CATEGORIES
@@ -225,9 +225,14 @@ def parse_eval_splits(splits: str, per_category: int) -> dict[str, int]:
     return counts
 
 
+# The fields where an infinity means something: -inf, no floor.
+INFINITE_FIELDS = ("reward.shaping.turn_penalty_floor",)
+
+
 def build_plan(config: ml_collections.ConfigDict) -> Plan:
     if config.model.path is None:  # an ml_collections placeholder the config left unset
         raise ValueError("config.model.path: this config needs an HF checkpoint directory")
+    check_finite(config.to_dict(), infinite=INFINITE_FIELDS)
     field("model", lambda: load_options(config.model))
     _check_counts(config)
     env = env_of(config)

@@ -7,8 +7,12 @@ Each RL step: the curriculum's stage -> B tasks x G samples rolled out with the 
 update -> metrics, records, curriculum step, checkpoint. The RL phase ends after `train.steps`
 steps, or earlier, after the step at which the policy tokens sampled so far (retries included,
 over all processes) reach `train.max_policy_tokens`, so that runs can be compute-matched. A
-workdir resumes where its last checkpoint left off, SFT and the token count included; everything
-is deterministic given the config, so a resumed run continues exactly. Each process rolls out
+workdir resumes where its last intact checkpoint left off, SFT and the token count included;
+everything is deterministic given the config, so a resumed run continues exactly. A damaged
+checkpoint (a checksum that differs, its caller state or anchor pool missing) is set aside and the
+one before it taken; with none left the run refuses unless told to `start_over`. One process
+holds a workdir at a time (`seetjax.workdir.WorkdirLock`), and a full disk stops the run naming
+its step. Each process rolls out
 its own share of the tasks (task i belongs to process i mod P, so a process's anchor pool always
 covers the tasks it sees).
 """
@@ -33,8 +37,9 @@ from seetjax.eval.milestones import Milestone, first_per_category
 from seetjax.eval.reports import split_reports
 from seetjax.eval.run_evals import RunEvaluations, greedy_policy
 from seetjax.learner import create_learner
-from seetjax.learner.checkpoint import Checkpointer
-from seetjax.metrics import MetricsWriter
+from seetjax.learner.checkpoint import Checkpointer, DamagedCheckpoints
+from seetjax.learner.update_signal import update_has_signal
+from seetjax.metrics import MetricsWriter, rewind_metrics
 from seetjax.models.hf import load_hf_checkpoint, load_options
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.models.transformer import Transformer
@@ -51,6 +56,7 @@ from seetjax.seet.curriculum import Curriculum
 from seetjax.seet.records import write_jsonl
 from seetjax.train_config import Plan, build_plan
 from seetjax.train_sync import local_shard, mean_over_processes
+from seetjax.workdir import WorkdirLock, full_disk_reported, workdir_path
 
 
 def say(message: str) -> None:
@@ -61,19 +67,27 @@ def say(message: str) -> None:
 class TrainRun:
     """One training run in a workdir (see the module docstring)."""
 
-    def __init__(self, config: ml_collections.ConfigDict, workdir: str | os.PathLike):
+    def __init__(self, config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
+                 start_over: bool = False):
         self.plan = build_plan(config)  # fails on a bad config before anything loads
         if config.data.tasks_per_step % jax.process_count():
             raise ValueError(f"config.data.tasks_per_step={config.data.tasks_per_step} must be a "
                              f"multiple of the {jax.process_count()} processes")
-        self.config, self.workdir = config, Path(workdir)
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.config, self.workdir = config, workdir_path(workdir)
+        self.start_over = start_over  # with every checkpoint damaged: train from step 0
+        self.lock = WorkdirLock(self.workdir)  # before writing anything
         if jax.process_index() == 0:  # what `restore_run` and launch/evaluate.py --run read
             (self.workdir / "config.json").write_text(config.to_json_best_effort(indent=2))
 
     # ---------------------------------------------------------------- the run
 
     def run(self) -> dict[str, Any]:
+        try:
+            return self._run()
+        finally:
+            self.lock.release()
+
+    def _run(self) -> dict[str, Any]:
         start = time.perf_counter()
         base = resolve_model_path(self.config.model.path)
         env, data = self.plan.rollout.env, self.config.data.to_dict()
@@ -106,13 +120,15 @@ class TrainRun:
         for step in bar:
             if self._budget_spent():  # a resumed run whose budget ran out before train.steps
                 break
-            metrics = self._rl_step(step)
+            with full_disk_reported(f"RL step {step + 1}", self.workdir, self.checkpointer.close):
+                metrics = self._rl_step(step)
             bar.set_postfix(stage=int(metrics["stage"]), reward=f"{metrics['rollout/reward']:.2f}",
                             acc=f"{metrics['rollout/checked_turn_accuracy']:.2f}",
                             fmt=f"{metrics['rollout/format_validity']:.2f}",
                             s=f"{metrics['time/rollout_s']:.1f}+{metrics['time/learn_s']:.1f}")
         bar.close()
-        self.checkpointer.wait()
+        with full_disk_reported(f"RL step {self.step}", self.workdir, self.checkpointer.close):
+            self.checkpointer.wait()
         final = self._finish((untrained, after_sft), time.perf_counter() - start)
         self.writer.close()
         return final
@@ -219,8 +235,8 @@ class TrainRun:
         counts = self._record_counts(result, *batches.values())  # before an update consumes them
         batched = time.perf_counter()
         learned = {}
-        for role, part in parts.items():
-            signal = role in batches and self._has_signal(part)
+        for role in parts:
+            signal = role in batches and update_has_signal(self.plan.learner, batches[role])
             if mean_over_processes({"signal": float(signal)})["signal"] > 0:
                 metrics = self.policies.update(role, batches[role])
             else:  # every gradient would be zero: save the compute (DAPO's dynamic sampling)
@@ -246,19 +262,6 @@ class TrainRun:
         trained = sum((float(np.asarray(b.pairs.weights).sum()) for b in batches
                        if not dpo and b.pairs is not None), 0.0)
         return {"records_available": float(len(result.records)), "records_trained": trained}
-
-    def _has_signal(self, result: RolloutResult) -> bool:
-        """Whether the update would have a non-zero gradient: rewards that differ within a group
-        or within an episode (`RolloutResult.has_signal`; a pair to prefer, for DPO), a
-        counterfactual record, or a term that always pulls (KL, entropy, value)."""
-        learner = self.plan.learner
-        policy = learner.term("policy_gradient")
-        if learner.term("value") or (policy and (policy.config.kl_coef or
-                                                 policy.config.entropy_coef)):
-            return True
-        if learner.term("counterfactual") and result.records:
-            return True
-        return result.has_signal(group_normalised=learner.advantage == "grpo")
 
     def _write_records(self, result: RolloutResult) -> None:
         if result.records:
@@ -301,41 +304,62 @@ class TrainRun:
     # ---------------------------------------------------------------- checkpoints
 
     def _save(self) -> None:
-        caller = {"step": self.step, "curriculum": self.curriculum.state_dict(),
-                  "policy_tokens": self.policy_tokens}
-        self.checkpointer.save(self.step, self.policies.checkpointed, caller_state=caller)
-        pool = self.workdir / "anchors" / f"{self.step}.p{jax.process_index()}.json"
+        """Checkpoint `self.step`, this process's anchor pool written first beside it: a
+        committed checkpoint always has its pool."""
+        pool = self._pool_file(self.step)
         pool.parent.mkdir(exist_ok=True)
         pool.with_suffix(".tmp").write_text(json.dumps(self.pool.state_dict()))
         pool.with_suffix(".tmp").replace(pool)
+        caller = {"step": self.step, "curriculum": self.curriculum.state_dict(),
+                  "policy_tokens": self.policy_tokens}
+        self.checkpointer.save(self.step, self.policies.checkpointed, caller_state=caller)
+
+    def _pool_file(self, step: int) -> Path:
+        return self.workdir / "anchors" / f"{step}.p{jax.process_index()}.json"
 
     def _resume(self) -> bool:
-        """Restores the latest checkpoint, if any; returns whether there was one."""
-        restored = self.checkpointer.restore_intact(self.policies.checkpointed)
-        metrics = self.workdir / "metrics.jsonl"
+        """Restores the latest intact checkpoint, if any; returns whether there was one. With
+        checkpoints but none intact it refuses (nothing changed) unless `start_over`."""
+        try:
+            restored = self.checkpointer.restore_intact(self.policies.checkpointed,
+                                                        check=self._check_caller)
+        except DamagedCheckpoints as e:
+            if not self.start_over:
+                raise DamagedCheckpoints(
+                    f"{e}. Nothing was changed: inspect them, or run again with --start_over "
+                    "to train from step 0, discarding the run's metrics") from None
+            say(f"starting over from step 0: {e}")
+            restored = None
         if restored is None:
-            if jax.process_index() == 0:
-                metrics.unlink(missing_ok=True)  # a run that never checkpointed starts over
+            if jax.process_index() == 0:  # a run that never checkpointed starts over
+                (self.workdir / "metrics.jsonl").unlink(missing_ok=True)
             self.evals.drop_after(0)
             return False
-        states, caller, step = restored
+        states, caller, self.step = restored
         self.policies.restore(states)
-        self.step = caller["step"]
         # checkpoints written before the counter existed restart it at 0
         self.policy_tokens = int(caller.get("policy_tokens", 0))
         self.curriculum.load_state_dict(caller["curriculum"])
-        pool = self.workdir / "anchors" / f"{step}.p{jax.process_index()}.json"
-        self.pool.load_state_dict(json.loads(pool.read_text()))
-        rows = read_metrics(metrics)
-        if jax.process_index() == 0:  # steps after the checkpoint will be run again
-            metrics.write_text("".join(json.dumps(r) + "\n" for r in rows if r["step"] <= step))
-        self.evals.drop_after(step)
+        self.pool.load_state_dict(json.loads(self._pool_file(self.step).read_text()))
+        rewind_metrics(self.workdir, self.step)  # steps after the checkpoint are run again
+        self.evals.drop_after(self.step)
         say(f"resumed at step {self.step} (stage {self.curriculum.stage.stage})")
         return True
 
+    def _check_caller(self, step: int, caller: dict) -> None:
+        """Raises when what checkpoint `step` needs besides its arrays does not load: the step
+        its caller state records, its curriculum, the anchor pool file beside it
+        (`Checkpointer.restore_intact` then sets it aside)."""
+        if caller.get("step") != step:
+            raise ValueError(f"its caller state records step {caller.get('step')!r}")
+        Curriculum(self.plan.stages, self.plan.transitions).load_state_dict(caller["curriculum"])
+        int(caller.get("policy_tokens", 0))
+        AnchorPool().load_state_dict(json.loads(self._pool_file(step).read_text()))
 
-def train(config: ml_collections.ConfigDict, workdir: str | os.PathLike) -> dict[str, Any]:
-    return TrainRun(config, workdir).run()
+
+def train(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
+          start_over: bool = False) -> dict[str, Any]:
+    return TrainRun(config, workdir, start_over=start_over).run()
 
 
 def restore_run(workdir: str | os.PathLike, step: int | None = None, role: str = EVAL_ROLE

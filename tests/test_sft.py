@@ -1,9 +1,12 @@
 """The SFT run's config checks: a bad setting fails, naming it, before anything is loaded."""
 
+import math
+
 import pytest
 
 from configs.sft import get_config
 from seetjax.sft import load_single_turn, stage_groups, validate
+from tests.launch.flagcheck import assert_flag_errors
 
 
 @pytest.mark.parametrize("field, value, message", [
@@ -39,7 +42,7 @@ def test_default_config_is_valid_and_stages_split():
 @pytest.mark.parametrize("name, value, message", [
     ("selection", -2, "config.data.single_turn: selection=-2"),
     ("categories", "simple,live_relevance", "config.data.single_turn: categories="),
-    ("retrieval_k", 0, "config.data.single_turn: k=0"),
+    ("retrieval_k", 0, "config.data.single_turn: retrieval_k=0"),
 ])
 def test_bad_single_turn_settings_fail_naming_the_section(name, value, message):
     config = get_config()
@@ -57,3 +60,23 @@ def test_single_turn_dialogs_are_made_only_when_asked():
     assert [d.task_type for d in dialogs] == ["tool_selection"] * 3 + ["tool_retrieval"] * 2
     assert all(d.metadata["prompt_style"] == config.data.prompt_style for d in dialogs)
     assert (report.selection, report.retrieval) == (3, 2)
+
+
+@pytest.mark.parametrize("path, value", [
+    ("learner.optimizer.learning_rate", math.nan), ("learner.optimizer.learning_rate", math.inf),
+    ("learner.optimizer.weight_decay", -math.inf), ("learner.lora.alpha", math.nan),
+    ("coreset.fraction", math.nan), ("data.task_weights.base", math.inf)])
+def test_non_finite_numbers_are_refused_naming_the_field(path, value):
+    config = get_config()
+    *sections, key = path.split(".")
+    section = config
+    for name in sections:
+        section = section[name]
+    section[key] = value
+    with pytest.raises(ValueError, match=f"config.{path}={value!r}: must be a finite number"):
+        validate(config)
+
+
+def test_an_empty_workdir_is_refused():
+    assert_flag_errors("launch/sft.py", [(["--workdir="], "--workdir names no directory"),
+                                         (["--workdir=runs/sft"], "")])

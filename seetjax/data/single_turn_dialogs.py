@@ -277,7 +277,7 @@ def check_settings(selection: int, retrieval: int, categories: Sequence[str], k:
         raise ValueError(f"categories={list(categories)}: retrieval needs one of "
                          f"{', '.join(RETRIEVAL_CATEGORIES)}")
     if k < 1:
-        raise ValueError(f"k={k}: retrieval offers at least one tool")
+        raise ValueError(f"retrieval_k={k!r}: retrieval offers at least one tool")
 
 
 def _draw(tasks: Sequence[SingleTurnTask], seed: int, salt: str) -> list[SingleTurnTask]:

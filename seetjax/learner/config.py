@@ -214,6 +214,9 @@ def learner_config(spec: Mapping[str, Any]) -> LearnerConfig:
                  "counterfactual": dict(spec.pop("counterfactual", {}))}
     weights = {"value": spec.pop("value_weight", None),
                "counterfactual": spec.pop("counterfactual_weight", 0.0)}
+    for name, weight in weights.items():
+        if weight is not None and not weight >= 0:
+            raise ValueError(f"learner.{name}_weight={weight!r}: must be >= 0 (0: off)")
     terms = []
     for name, (weight, fields) in presets.items():
         terms.append(_term(name, weights.get(name) or weight, {**fields, **overrides[name]}))

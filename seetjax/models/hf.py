@@ -169,7 +169,8 @@ def load_hf_checkpoint(path: str | os.PathLike, *, dtype: str = "float32",
                        compute_dtype: str | None = None, mesh: Mesh | None = None,
                        rules=sharding.DEFAULT_RULES, seed: int = 0,
                        **config_overrides: Any) -> Transformer:
-    """Builds a Transformer from an HF directory; weights stored as `dtype`.
+    """Builds a Transformer from an HF directory; weights stored as `dtype`. Tensors holding NaN
+    or inf are refused (ValueError naming them).
 
     With a `mesh`, each parameter is placed by its logical axes and each process reads only the
     slices it holds. `config_overrides` set seetjax fields (`remat`, `value_head`, ...); a value
@@ -211,7 +212,26 @@ def load_hf_checkpoint(path: str | os.PathLike, *, dtype: str = "float32",
     unused = sorted(set(tensors) - used)
     if unused:
         log.warning("%s: %d tensors not used by the model, e.g. %s", path, len(unused), unused[:3])
+    _check_finite(path, {hf_name(key)[0]: var.get_value() for key, var in flat})
     return nnx.merge(graphdef, nnx.from_flat_state(flat))
+
+
+@jax.jit
+def _non_finite_counts(arrays: dict[str, jax.Array]) -> dict[str, jax.Array]:
+    return {name: jax.numpy.sum(~jax.numpy.isfinite(x)) for name, x in arrays.items()
+            if jax.numpy.issubdtype(x.dtype, jax.numpy.inexact)}
+
+
+def _check_finite(path: Path, arrays: dict[str, jax.Array]) -> None:
+    """Raises ValueError naming the tensors of `path` holding NaN or inf (one reduction per
+    tensor, where it lies): a model that would train and sample garbage and never save."""
+    counts = {name: int(np.asarray(n.addressable_data(0)))
+              for name, n in _non_finite_counts(arrays).items()}
+    bad = [f"tensor {name} has {n} non-finite value{'s' * (n > 1)}"
+           for name, n in sorted(counts.items()) if n]
+    if bad:
+        raise ValueError(f"{path}: {'; '.join(bad[:5])}" + (f" (and {len(bad) - 5} more "
+                         "tensors)" if len(bad) > 5 else "") + ": the weights are damaged")
 
 
 def _place(array: np.ndarray, dtype: np.dtype, target: jax.sharding.Sharding | None) -> jax.Array:
@@ -227,7 +247,8 @@ def save_hf_checkpoint(model: Transformer, path: str | os.PathLike, *, tokenizer
     """Writes `model` (and `tokenizer`, if given) as a directory that
     `transformers.AutoModelForCausalLM.from_pretrained` and `AutoTokenizer.from_pretrained` load.
     Weights are stored as `dtype` (default: the model's parameter dtype); a model with LoRA
-    adapters is written with them merged (W + (alpha / r) A B, `merge_lora`)."""
+    adapters is written with them merged (W + (alpha / r) A B, `merge_lora`). A model holding
+    NaN or inf is never written (ValueError naming the tensors)."""
     path = Path(path)
     if has_lora(model):  # adapters folded into the kernels: a plain HF model
         model = merge_lora(model)
@@ -240,6 +261,12 @@ def save_hf_checkpoint(model: Transformer, path: str | os.PathLike, *, tokenizer
         array = np.asarray(_gather(var.get_value())).astype(out_dtype)
         target = value_head if key[0] == "value_head" else tensors
         target[name] = np.ascontiguousarray(array.T if transposed else array)
+    damaged = [name for name, array in {**tensors, **value_head}.items()
+               if jax.numpy.issubdtype(array.dtype, jax.numpy.inexact)
+               and not np.isfinite(array).all()]
+    if damaged:
+        raise ValueError(f"save_hf_checkpoint: {path} not written: tensor(s) "
+                         f"{', '.join(damaged[:5])} hold NaN or inf")
     if jax.process_index() != 0:
         return path
     path.mkdir(parents=True, exist_ok=True)

@@ -61,8 +61,8 @@ def configured_stages(seet: Any) -> tuple[tuple[StageConfig, ...], tuple[Transit
         transitions.append(as_dataclass(Transition, moves, f"seet.{key}"))
         if key != STAGE_KEYS[-1] and moves["max_steps"] is None and moves["metric"] is None \
                 and not seet.single_stage:
-            raise ValueError(f"config.seet.{key}.steps: a stage before the last needs steps or "
-                             "until_metric, or it would never end")
+            raise ValueError(f"config.seet.{key}.steps={seet[key].steps!r}: a stage before the "
+                             "last needs steps or until_metric, or it would never end")
     transitions[-1] = Transition(None)
     if seet.single_stage:
         return tuple(stages[:1]), (Transition(None),)

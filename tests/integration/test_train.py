@@ -191,7 +191,7 @@ def test_eval_splits_may_name_their_own_count():
     (("rollout", "group_size", 1), "config.rollout.group_size"),
     (("data", "split", "dev"), "config.data.split"),
     (("data", "source", "hub"), "config.data.source: unknown task source 'hub'"),
-    (("data", "generated", "min_turns", 0), "config.data.generated: turns must be"),
+    (("data", "generated", "min_turns", 0), "config.data.generated: Difficulty.turns="),
     (("data", "generated", "api_classes", "Nope"), "config.data.generated: classes must be"),
     (("eval", "splits", "train,bfcl:dev"), "config.eval.splits: 'bfcl:dev'"),
     (("eval", "splits", "train,test@x"), "config.eval.splits: 'test@x': a split's own count"),

@@ -1,6 +1,7 @@
 """Checkpoints: exact round trip, retention, non-finite refusal, and bitwise-exact resume after a
 SIGKILL of the training process."""
 
+import errno
 import os
 import signal
 import subprocess
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 from learner_testlib import flat_arrays, make_learner, rl_batch, tiny_model
 
-from seetjax.learner.checkpoint import Checkpointer
+from seetjax.learner.checkpoint import Checkpointer, DamagedCheckpoints
 
 WORKER = Path(__file__).with_name("resume_worker.py")
 
@@ -143,3 +144,93 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(trained, tmp_p
     for key, value in flat_arrays(first.params).items():
         np.testing.assert_array_equal(value, flat_arrays(restored.params)[key])
     assert Checkpointer(tmp_path / "empty").restore_intact(template) is None
+
+
+def _two_checkpoints(state, directory):
+    """Checkpoints 1 and 2 of `state` (1's step field set to 1), closed."""
+    checkpoints = Checkpointer(directory)
+    first = state.replace(step=jnp.asarray(1, jnp.int32))
+    assert checkpoints.save(1, first, caller_state={"at": 1})
+    assert checkpoints.save(2, state, caller_state={"at": 2})
+    checkpoints.wait()
+    checkpoints.close()
+    return first
+
+
+def _flip_a_byte(step_dir: Path) -> None:
+    """One byte of the largest array data file inverted, as a failing disk or copy leaves it."""
+    data = max((p for p in (step_dir / "state").rglob("*") if p.is_file() and "d" in p.parts),
+               key=lambda p: p.stat().st_size)
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    data.write_bytes(bytes(raw))
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # orbax's loop
+@pytest.mark.parametrize("damage", ["flipped byte", "edited caller state"])
+def test_a_silently_corrupted_checkpoint_fails_its_checksum_and_falls_back(trained, tmp_path,
+                                                                           damage, caplog):
+    learner, state = trained
+    first = _two_checkpoints(state, tmp_path)
+    if damage == "flipped byte":
+        _flip_a_byte(tmp_path / "2")
+    else:  # valid JSON, other values: e.g. a hand-edited step
+        (tmp_path / "2" / "caller" / "metadata").write_text('{"at": 3}')
+    _, template = make_learner(tiny_model(num_layers=1, seed=9), learner.config)
+    with caplog.at_level("WARNING"):
+        restored, caller, step = Checkpointer(tmp_path).restore_intact(template)
+    assert step == 1 and caller == {"at": 1}
+    assert "checkpoint 2 is damaged" in caplog.text and "checksum" in caplog.text
+    for key, value in flat_arrays(first.params).items():
+        np.testing.assert_array_equal(value, flat_arrays(restored.params)[key])
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_checkpoint_its_caller_rejects_falls_back(trained, tmp_path, caplog):
+    learner, state = trained
+    _two_checkpoints(state, tmp_path)
+
+    def check(step, caller):  # e.g. the trainer's anchor pool file of that step is missing
+        if step == 2:
+            raise FileNotFoundError("anchors/2.p0.json")
+
+    with caplog.at_level("WARNING"):
+        _, caller, step = Checkpointer(tmp_path).restore_intact(state, check=check)
+    assert step == 1 and caller == {"at": 1}
+    assert "checkpoint 2 is damaged (FileNotFoundError: anchors/2.p0.json)" in caplog.text
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_when_every_checkpoint_is_damaged_restoring_is_refused(trained, tmp_path):
+    _, state = trained
+    _two_checkpoints(state, tmp_path)
+    for step in (1, 2):
+        (tmp_path / str(step) / "state" / "manifest.ocdbt").unlink()
+    with pytest.raises(DamagedCheckpoints, match=r"checkpoint 2 .*checkpoint 1 .*damaged-1"):
+        Checkpointer(tmp_path).restore_intact(state)
+    # set aside, they still count: a second attempt refuses too instead of starting over
+    with pytest.raises(DamagedCheckpoints, match="damaged-1, damaged-2"):
+        Checkpointer(tmp_path).restore_intact(state)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # orbax's loop
+def test_a_full_disk_names_the_checkpoint_it_lost(trained, tmp_path, monkeypatch):
+    from etils import epath
+
+    _, state = trained
+    write_text = epath.gpath.PosixGPath.write_text
+
+    def full_at_step_2(path, *args, **kwargs):  # the caller state's write of checkpoint 2
+        if f"{os.sep}2.orbax-checkpoint-tmp{os.sep}caller" in str(path):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return write_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(epath.gpath.PosixGPath, "write_text", full_at_step_2)
+    checkpoints = Checkpointer(tmp_path)
+    assert checkpoints.save(1, state) and checkpoints.save(2, state)
+    with pytest.raises(OSError, match=r"checkpoint 2 was not written: the disk is full") as e:
+        checkpoints.save(3, state)
+        checkpoints.wait()
+    assert e.value.errno == errno.ENOSPC
+    checkpoints.close()
+    assert Checkpointer(tmp_path).all_steps() == [1]

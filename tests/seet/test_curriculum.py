@@ -139,7 +139,7 @@ def test_a_configs_seet_section_lays_out_its_stages_from_the_start_stage():
 
 @pytest.mark.parametrize("change, message", [
     ({"start_stage": 5}, "config.seet.start_stage=5"),
-    ({"stage2.steps": 0}, "config.seet.stage2.steps: a stage before the last"),
+    ({"stage2.steps": 0}, "config.seet.stage2.steps=0: a stage before the last"),
     ({"stage1.retry_budget": -1}, "seet.stage1"),
 ])
 def test_bad_stage_sections_fail_naming_the_field(change, message):

@@ -78,9 +78,11 @@ class Difficulty:
     def __post_init__(self):
         low, high = self.turns
         if not 1 <= low <= high:
-            raise ValueError(f"turns must be 1 <= min <= max, got {self.turns}")
-        if min(self.actions_per_turn, self.calls_per_turn, self.classes, self.state_size) < 1:
-            raise ValueError("actions_per_turn, calls_per_turn, classes and state_size must be >= 1")
+            raise ValueError(f"Difficulty.turns={self.turns}: turns must be (min_turns, "
+                             "max_turns) with 1 <= min_turns <= max_turns")
+        for name in ("actions_per_turn", "calls_per_turn", "classes", "state_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"Difficulty.{name}={getattr(self, name)!r}: must be >= 1")
 
 
 class _PlanFailed(Exception):
