@@ -292,8 +292,10 @@ def test_a_cut_off_episode_pays_its_timeout_at_its_end(tokenizer):
 @pytest.mark.parametrize("override,message", [
     (("kind", "sparse"), r"config.reward: kind='sparse' must be one of \('progress', 'agent', "),
     (("agent", "completion_mode", "all"), "config.reward.agent: completion_mode must be"),
-    (("agent", "timeout_penalty", float("nan")), "config.reward.agent: timeout_penalty=nan"),
-    (("shaping", "timeout", float("inf")), "config.reward.shaping: timeout=inf must be a finite"),
+    (("agent", "timeout_penalty", float("nan")),
+     "config.reward.agent.timeout_penalty=nan: must be a finite number"),
+    (("shaping", "timeout", float("inf")),
+     "config.reward.shaping.timeout=inf: must be a finite number"),
     (("shaping", "turn_penalty_floor", 0.2),
      r"config.reward.shaping: turn_penalty_floor=0.2 must be <= 0"),
     (("shaping", "clean_call", 0.1),
