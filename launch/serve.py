@@ -46,7 +46,7 @@ for _name in ("max_batch", "chunk_steps", "max_tokens_limit", "max_request_bytes
 for _name in ("max_queue", "max_context", "prefix_cache_tokens"):
     flags.register_validator(_name, lambda v: v >= 0, f"--{_name} must be >= 0")
 flags.register_validator("port", lambda v: 0 <= v <= 65535, "--port must be in [0, 65535]")
-# The names seetjax.base_model.resolve_model_path knows (not imported here: flags are checked
+# The names seetjax.defaults.base_model.resolve_model_path knows (not imported here: flags are checked
 # before anything heavy loads).
 flags.register_validator("model", lambda v: v in ("", "embedded", "embedded:base")
                          or Path(v).is_dir(),
@@ -59,10 +59,10 @@ def main(argv):
     del argv
     import uvicorn
 
-    from seetjax.base_model import resolve_model_path
-    from seetjax.cache import enable_compilation_cache
+    from seetjax.defaults.base_model import resolve_model_path
     from seetjax.models.hf import load_hf_checkpoint
     from seetjax.models.tokenizer import Tokenizer
+    from seetjax.runtime.cache import enable_compilation_cache
     from seetjax.serving.app import ServerConfig, create_app
     from seetjax.serving.engine import Engine
 

@@ -9,8 +9,8 @@ Run again with the same workdir to resume from its last checkpoint. Metrics go t
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from seetjax import sft
-from seetjax.cache import enable_compilation_cache
+from seetjax.runtime.cache import enable_compilation_cache
+from seetjax.sft import run as sft
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/sft.py", "Config file.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Checkpoints, metrics and the final model.",

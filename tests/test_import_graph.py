@@ -5,7 +5,7 @@ too (a lazy import hides a cycle from Python, not from this test). An import's e
 module it names: `from seetjax.a import b` reads module `seetjax.a.b` where there is one, else
 `seetjax.a` (a package's `__init__`); `import seetjax.a.b` reads `seetjax.a.b`.
 
-A module belongs to the package under seetjax/ that holds it (`seetjax.envs.bfcl.env` -> envs;
+A module belongs to the package under seetjax/ that holds it (`seetjax.envs.bfcl.env.env` -> envs;
 `seetjax/batch.py` -> batch). LAYERS ranks the packages, lowest first: a package imports only
 packages of lower layers, never one of its own layer (those are independent of each other), and
 never one of the NEVER pairs, which the ranks alone would allow. docs/architecture.md shows these

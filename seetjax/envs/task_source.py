@@ -14,9 +14,9 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from seetjax.config_fields import field
-from seetjax.envs import bfcl
-from seetjax.envs.bfcl_data import CATEGORIES, BfclTask
+from seetjax.config.fields import field
+from seetjax.envs.bfcl import env as bfcl
+from seetjax.envs.bfcl.data import CATEGORIES, BfclTask
 from seetjax.envs.generated import CLASSES, Difficulty, generate_tasks
 
 SOURCES = ("bfcl", "generated")

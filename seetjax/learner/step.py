@@ -22,11 +22,11 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh
 
-from seetjax import sharding
 from seetjax.batch import TrajectoryBatch
 from seetjax.learner.config import LearnerConfig
 from seetjax.learner.objective import Model, Totals, batch_totals, flop_tokens, micro_objective, prepare
 from seetjax.learner.state import TrainState
+from seetjax.runtime import sharding
 
 Array = jax.Array
 

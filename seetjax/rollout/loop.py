@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 
-from seetjax.envs.bfcl import BfclEnvConfig
+from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.envs.capabilities import ScoresEpisodes
 from seetjax.envs.registry import make_env, spec_of
 from seetjax.models.tokenizer import Tokenizer

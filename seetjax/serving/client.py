@@ -25,9 +25,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from seetjax.envs.bfcl import BfclEnvConfig
-from seetjax.envs.bfcl_data import BfclTask
-from seetjax.envs.bfcl_single import SingleTurnTask
+from seetjax.envs.bfcl.data import BfclTask
+from seetjax.envs.bfcl.env import BfclEnvConfig
+from seetjax.envs.bfcl.single_turn import SingleTurnTask
 from seetjax.eval.evaluate import EVAL_STAGE, SplitReport, reads_the_same, report
 from seetjax.eval.single_turn_eval import prompts
 from seetjax.models.tokenizer import Tokenizer

@@ -22,7 +22,7 @@ SHORT = {"temperature": 0.0, "max_tokens": 24, "seed": 0}
 @pytest.mark.slow
 def test_served_model_and_oracle_teach_one_run_into_sft_dialogs(tmp_path, server, tokenizer):
     from seetjax.data.formatter import format_dialogs
-    from seetjax.sft import load_dialogs
+    from seetjax.sft.run import load_dialogs
 
     raw = raw_config(tmp_path / "out", [{"family": "telecom", "quota": 6, "difficulty": "easy"}],
                      teachers=[endpoint("local", server.url, MODEL_NAME, provider="seetjax",

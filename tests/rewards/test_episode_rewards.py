@@ -3,8 +3,8 @@ scripts, cut-off episodes included, and agrees with the episode's own turn log."
 
 import pytest
 
-from seetjax.envs.bfcl import BfclEnvConfig
-from seetjax.envs.bfcl_data import load_tasks
+from seetjax.envs.bfcl.data import load_tasks
+from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.rewards import agent_reward, progress_reward
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seetjax.envs.bfcl import BfclEnvConfig
-from seetjax.envs.bfcl_data import load_tasks
+from seetjax.envs.bfcl.data import load_tasks
+from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.losses import advantages as adv
 from seetjax.rewards import (
     AgentRewardConfig,
@@ -20,11 +20,11 @@ from seetjax.rewards import (
     progress_reward,
     step_rewards,
 )
+from seetjax.rl.config import build_plan, load_config_file
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
 from seetjax.seet.config import StageConfig, default_stages
-from seetjax.train_config import build_plan, load_config_file
 
 TASK = load_tasks("base")[0]  # turns: [cd, mkdir, mv], [cd, grep], [sort], [diff]
 STANDARD = StageConfig(stage=4, env_mode="standard", retry_budget=0, retry_probability_start=0.0,

@@ -11,14 +11,14 @@ import numpy as np
 
 from seetjax.envs import registry
 from seetjax.envs.base import EpisodeTrace, StepCode, StepResult, TurnVerdict
-from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
+from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig
 from seetjax.rewards import RewardConfig
+from seetjax.rl.config import default_config, env_of
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
 from seetjax.seet.config import default_stages
 from seetjax.tools.calls import ToolCall
 from seetjax.tools.executor import ExecutionErrorKind, ExecutionResult
-from seetjax.train_config import default_config, env_of
 from tests.rollout.conftest import calls_text
 
 STAGE1, _, _, STAGE4 = default_stages()

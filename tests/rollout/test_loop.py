@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from seetjax.envs.bfcl import BfclEnvConfig
+from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import PlayTimes, Rollout, RolloutConfig, SamplerPolicy, ScriptedPolicy

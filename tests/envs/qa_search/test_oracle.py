@@ -9,7 +9,7 @@ from seetjax.envs.qa_search.env import QASearchConfig, QASearchEnv, gold_calls
 from seetjax.envs.qa_search.oracle import oracle_calls, play_oracle
 from seetjax.envs.qa_search.reward import exact_match
 from seetjax.envs.qa_search.web_search import load_web_search
-from seetjax.train_config import build_plan, load_config_file
+from seetjax.rl.config import build_plan, load_config_file
 
 ROOT = Path(__file__).resolve().parents[3]
 
