@@ -82,11 +82,20 @@ def generated_corpus() -> list[str]:
     return texts
 
 
+# The house redesign (2026-11-27) moved `seetjax.envs.bfcl_data` to `seetjax.envs.bfcl.data`: a
+# new name in the generator's imports, not a change to what it generates, so the digest reads
+# the old name and the models cached before the move stay valid.
+_MOVED = ((b"seetjax.envs.bfcl.data", b"seetjax.envs.bfcl_data"),)
+
+
 def generator_digest() -> str:
     """A digest of the generator's source: the corpus (and so the tokenizer) changes with it."""
     digest = hashlib.sha256()
     for path in sorted(Path(generated.__file__).parent.rglob("*.py")):
-        digest.update(path.read_bytes())
+        source = path.read_bytes()
+        for new, old in _MOVED:
+            source = source.replace(new, old)
+        digest.update(source)
     return digest.hexdigest()
 
 
