@@ -13,7 +13,7 @@ sections. configs/qa_search.py otherwise: the same held-out evaluation (single-a
 
 from pathlib import Path
 
-from seetjax.rl.config import load_config_file
+from seetjax.config.sections import load_config_file
 
 
 def get_config():

@@ -66,11 +66,11 @@ from grid import (  # noqa: E402
     write_csv,
 )
 
+from seetjax.config.sections import load_config_file  # noqa: E402
 from seetjax.defaults.base_model import resolve_model_path  # noqa: E402
 from seetjax.envs.bfcl.checker import EMPTY_TURN  # noqa: E402
 from seetjax.report.bootstrap import bootstrap_interval, two_level_interval  # noqa: E402
 from seetjax.report.plots import read_metrics  # noqa: E402
-from seetjax.rl.config import load_config_file  # noqa: E402
 from seetjax.rl.trainer import TrainRun  # noqa: E402
 from seetjax.runtime.cache import enable_compilation_cache  # noqa: E402
 

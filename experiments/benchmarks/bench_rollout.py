@@ -61,11 +61,12 @@ def main() -> None:
     import jax
     from flax import nnx
 
+    from seetjax.config.sections import load_config_file
     from seetjax.defaults.base_model import resolve_model_path
     from seetjax.envs import registry
     from seetjax.models.hf import load_hf_checkpoint
     from seetjax.models.tokenizer import Tokenizer
-    from seetjax.rl.config import build_plan, load_config_file
+    from seetjax.rl.config import build_plan
     from seetjax.rollout.loop import Rollout, SamplerPolicy
     from seetjax.sampling import Sampler
     from seetjax.seet.config import default_stages

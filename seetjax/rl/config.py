@@ -9,21 +9,18 @@ never compiles or rolls out on a config it would later reject.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import ml_collections
 
 from seetjax.config.fields import as_dataclass, field
+from seetjax.config.sections import generated_section, lora_section
 from seetjax.envs import registry
 from seetjax.envs.bfcl.data import CATEGORIES
 from seetjax.envs.bfcl.env import DECODINGS
 from seetjax.learner.config import LearnerConfig, learner_config
 from seetjax.models.hf import LOAD_FIELDS, load_options
-from seetjax.models.lora import ALL_PROJECTIONS
 from seetjax.rewards import AgentRewardConfig, RewardConfig, ShapingConfig
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import RolloutConfig
@@ -31,36 +28,6 @@ from seetjax.rollout.multi_agent import ROLES, MultiAgentConfig
 from seetjax.sampling import SamplingParams
 from seetjax.seet.config import PLAIN_STAGE, StageConfig, default_stages
 from seetjax.seet.curriculum import Transition, configured_stages
-
-
-def load_config_file(path: str | os.PathLike, *args: Any) -> ml_collections.ConfigDict:
-    """`get_config(*args)` of a config file: how one config builds on another
-    (`load_config_file(Path(__file__).with_name("tiny.py"))`)."""
-    spec = importlib.util.spec_from_file_location(f"config_{Path(path).stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(*args)
-
-
-def lora_section() -> ml_collections.ConfigDict:
-    """`learner.lora` of run configs (seetjax.models.lora.LoRAConfig): rank 0 = full fine-tuning;
-    alpha: the update is scaled by alpha / rank; targets: comma-separated projection names
-    (seetjax.models.lora.ALL_PROJECTIONS); dropout: must stay 0 (adapter dropout is not
-    implemented). The run's exported model (workdir/model) has the adapters merged into its
-    kernels; workdir/adapter holds them alone, in PEFT's layout."""
-    return ml_collections.ConfigDict(dict(rank=0, alpha=16.0, targets=",".join(ALL_PROJECTIONS),
-                                          dropout=0.0))
-
-
-def generated_section() -> ml_collections.ConfigDict:
-    """`data.generated` of run and SFT configs, read when `data.source` is "generated"
-    (seetjax.envs.task_source.task_source): the stream's seed, turns per task (min, max),
-    requests per turn, calls per turn, API classes used per task, distractor classes listed but
-    not needed, state-size scale, the classes drawn from ('' = all), and whether requests may
-    name values the calls copy (False: the copy-free tier, `Difficulty.named_values`)."""
-    return ml_collections.ConfigDict(dict(
-        seed=0, min_turns=1, max_turns=4, actions_per_turn=2, calls_per_turn=3, classes=2,
-        distractor_classes=0, state_size=1, api_classes="", named_values=True))
 
 
 def reward_section() -> ml_collections.ConfigDict:

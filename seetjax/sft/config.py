@@ -6,9 +6,9 @@ warm-up, and `seetjax.defaults.base_model` builds the pretrained embedded defaul
 import jax
 import ml_collections
 
+from seetjax.config.sections import generated_section, lora_section
 from seetjax.data.dialogs import TASK_TYPES
 from seetjax.data.single_turn_dialogs import SELECTION_CATEGORIES
-from seetjax.rl.config import generated_section, lora_section
 
 
 def default_sft_config() -> ml_collections.ConfigDict:

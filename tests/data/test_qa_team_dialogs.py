@@ -6,12 +6,13 @@ import dataclasses
 
 import pytest
 
+from seetjax.config.sections import load_config_file
 from seetjax.data.formatter import format_dialogs
 from seetjax.data.qa_dialogs import oracle_dialogs
 from seetjax.envs.qa_search.run import QASearchRunConfig, load_tasks
 from seetjax.eval.evaluate import EVAL_STAGE
 from seetjax.rewards import RewardConfig
-from seetjax.rl.config import build_plan, load_config_file
+from seetjax.rl.config import build_plan
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import RolloutConfig, ScriptedPolicy
 from seetjax.rollout.multi_agent import MultiAgentConfig, MultiAgentRollout

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from seetjax.config.sections import load_config_file
 from seetjax.envs import tool_retrieval
 from seetjax.envs.base import StepCode
 from seetjax.envs.bfcl.data import load_tasks
 from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig
-from seetjax.rl.config import build_plan, load_config_file
+from seetjax.rl.config import build_plan
 from seetjax.tools import prompts
 from seetjax.tools.executor import ExecutionErrorKind
 

@@ -122,7 +122,7 @@ def test_every_variant_is_a_valid_plan(ablate, variant, tmp_path):
 
 
 def test_curriculum_is_the_configs_unless_steps_lay_it(ablate, tmp_path):
-    from seetjax.rl.config import load_config_file
+    from seetjax.config.sections import load_config_file
 
     main_job = load_config_file(ablate.ROOT / "configs" / "testbed.py").seet
     stages = lambda c: [c.seet[f"stage{k}"].steps for k in (1, 2, 3)]  # noqa: E731
@@ -235,7 +235,7 @@ def test_cells_from_one_shared_start_share_its_evaluations(tmp_path, embedded_di
     # No per-seed warm-up: every cell starts from the config's model. The first cell's start
     # milestones are kept and reused; a cell evaluated on its own (another grid) gets the same.
     config = tmp_path / "no_warm_up.py"
-    config.write_text("from seetjax.rl.config import load_config_file\n"
+    config.write_text("from seetjax.config.sections import load_config_file\n"
                       "def get_config():\n"
                       f"    config = load_config_file({str(ROOT / 'configs' / 'smoke.py')!r})\n"
                       "    config.sft.enabled = False\n"

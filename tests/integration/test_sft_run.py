@@ -115,7 +115,7 @@ def test_a_lora_sft_run_exports_a_model_transformers_loads(tmp_path, embedded_di
     ("dropout", 1.5, r"LoRAConfig.dropout=1.5: must be in \[0, 1\)"),
     ("targets", "q_proj,attn", "LoRAConfig.targets")])
 def test_bad_lora_fields_are_named(field, value, message):
-    from seetjax.rl.config import load_config_file
+    from seetjax.config.sections import load_config_file
     from seetjax.sft.run import validate
 
     config = load_config_file(ROOT / "configs" / "sft.py")

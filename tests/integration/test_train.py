@@ -13,8 +13,9 @@ import pytest
 import safetensors.numpy
 from flax import nnx
 
+from seetjax.config.sections import load_config_file
 from seetjax.models.hf import load_hf_checkpoint
-from seetjax.rl.config import build_plan, load_config_file
+from seetjax.rl.config import build_plan
 from seetjax.rl.trainer import TrainRun, restore_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,7 +151,7 @@ def test_loading_a_config_starts_no_jax_backend():
     # launch/train.py --multihost parses --config before jax.distributed.initialize, which fails
     # once any JAX computation has started the CPU client (importing bm25s did, through the SFT
     # data modules a config file loads)
-    code = ("import jax._src.xla_bridge as xb; from seetjax.rl.config import load_config_file;"
+    code = ("import jax._src.xla_bridge as xb; from seetjax.config.sections import load_config_file;"
             " load_config_file('configs/tiny.py'); print(sorted(xb._backends))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          timeout=300)

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from seetjax.config.sections import load_config_file
 from seetjax.envs.bfcl.data import load_tasks
 from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.losses import advantages as adv
@@ -20,7 +21,7 @@ from seetjax.rewards import (
     progress_reward,
     step_rewards,
 )
-from seetjax.rl.config import build_plan, load_config_file
+from seetjax.rl.config import build_plan
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy

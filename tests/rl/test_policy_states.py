@@ -8,12 +8,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from seetjax.config.sections import load_config_file
 from seetjax.envs.qa_search.world import World
 from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.rewards import RewardConfig
-from seetjax.rl.config import build_plan, load_config_file
+from seetjax.rl.config import build_plan
 from seetjax.rl.policy_states import PolicyStates
 from seetjax.rl.trainer import TrainRun
 from seetjax.rollout.episode import EpisodeLimits

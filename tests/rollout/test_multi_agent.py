@@ -4,10 +4,11 @@ round cap, each agent's own row and loss mask, and the config's errors. No model
 import numpy as np
 import pytest
 
+from seetjax.config.sections import load_config_file
 from seetjax.envs.qa_search.run import QASearchRunConfig
 from seetjax.envs.qa_search.world import World
 from seetjax.rewards import RewardConfig
-from seetjax.rl.config import build_plan, load_config_file
+from seetjax.rl.config import build_plan
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.coordinator import COORDINATOR_ROLE, WORKER_ROLE
 from seetjax.rollout.episode import EpisodeLimits

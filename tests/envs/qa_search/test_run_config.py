@@ -4,10 +4,11 @@ from pathlib import Path
 
 import pytest
 
+from seetjax.config.sections import load_config_file
 from seetjax.envs import registry
 from seetjax.envs.qa_search.env import QASearchEnv
 from seetjax.envs.qa_search.run import QASearchRunConfig
-from seetjax.rl.config import build_plan, env_section, load_config_file
+from seetjax.rl.config import build_plan, env_section
 
 ROOT = Path(__file__).resolve().parents[3]
 
