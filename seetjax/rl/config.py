@@ -237,7 +237,7 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
                          "advantages need at least 2 samples per task")
     multi_agent = _multi_agent(config, spec.name, rollout)  # before the SFT data that reads it
     if config.sft.enabled:
-        from seetjax.sft.run import validate as validate_sft  # the SFT data side, only when used
+        from seetjax.sft.config import validate as validate_sft  # the SFT data side: only when used
         field("sft.run", lambda: validate_sft(config.sft.run))
     return Plan(stages, transitions, learner, rollout, sampling, eval_rollout, eval_splits,
                 eval_decodings, seet, max_pairs, multi_agent)

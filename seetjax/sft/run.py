@@ -27,22 +27,18 @@ import ml_collections
 import numpy as np
 
 from seetjax.batch import TokenSequences, TrajectoryBatch
-from seetjax.config.fields import as_dataclass, field
 from seetjax.data.bfcl_dialogs import bfcl_dialogs
-from seetjax.data.coreset import CoresetConfig, select_coreset
+from seetjax.data.coreset import select_coreset
 from seetjax.data.dialogs import Dialog, listing, read_jsonl
 from seetjax.data.formatter import Example, format_dialogs
-from seetjax.data.pipeline import PipelineConfig, SFTPipeline, segment_counts
+from seetjax.data.pipeline import SFTPipeline, segment_counts
 from seetjax.data.qa_dialogs import TEAM_SOURCE, oracle_dialogs
 from seetjax.data.replay import ReplayBuffer
 from seetjax.data.scoring import ModelScorer
-from seetjax.data.single_turn_dialogs import SingleTurnReport, check_settings, single_turn_dialogs
+from seetjax.data.single_turn_dialogs import SingleTurnReport, single_turn_dialogs
 from seetjax.defaults.base_model import resolve_model_path
-from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.envs.qa_search.run import NAME as QA_SOURCE
-from seetjax.envs.qa_search.run import QASearchRunConfig
-from seetjax.envs.qa_search.run import check_split as qa_check_split
-from seetjax.envs.task_source import SOURCES, source_of
+from seetjax.envs.task_source import source_of
 from seetjax.learner import create_learner, learner_config
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.models.copy_circuit import copy_batch_rows, held_columns, install_copy_circuit
@@ -55,24 +51,22 @@ from seetjax.models.hf import (
 from seetjax.models.lora import has_lora
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.report.metrics import MetricsWriter
-from seetjax.rollout.multi_agent import MultiAgentConfig
-from seetjax.sft.config import check_copy_circuit, copy_rows
+from seetjax.sft.config import (
+    copy_rows,
+    coreset_config,
+    env_config,
+    pipeline_config,
+    qa_section,
+    single_turn_categories,
+    stage_groups,
+    team_config,
+    validate,
+)
 
 
 def say(message: str) -> None:
     if jax.process_index() == 0:
         print(message, flush=True)
-
-
-def stage_groups(data: ml_collections.ConfigDict) -> list[str]:
-    """The comma-separated group of BFCL categories or JSONL paths of each stage (qa_search,
-    qa_team: one group)."""
-    default = {"jsonl": data.paths, QA_SOURCE: QA_SOURCE, TEAM_SOURCE: TEAM_SOURCE}.get(
-        data.source, data.categories)
-    groups = [g.strip() for g in (data.stages or default).split(";") if g.strip()]
-    if not groups:
-        raise ValueError("config.data: no dialogs named (set categories, paths or stages)")
-    return groups
 
 
 def load_dialogs(data: ml_collections.ConfigDict, group: str, split: str | None = None
@@ -103,30 +97,6 @@ def load_dialogs(data: ml_collections.ConfigDict, group: str, split: str | None 
     return dialogs, report.failed
 
 
-def qa_section(data: ml_collections.ConfigDict) -> QASearchRunConfig:
-    """The QA search environment of a qa_search source (`data.qa_search`: a run's `env` section,
-    `name` aside), its fields named."""
-    values = {k: v for k, v in data.qa_search.to_dict().items() if k != "name"}
-    return as_dataclass(QASearchRunConfig, values, "data.qa_search")
-
-
-def team_config(data: ml_collections.ConfigDict) -> MultiAgentConfig:
-    """The teams of a qa_team source (`data.multi_agent`: a run's `multi_agent` section; its
-    max_rounds caps the coordinator's replies and is shown in its prompt), its fields named."""
-    return as_dataclass(MultiAgentConfig, data.multi_agent.to_dict(), "data.multi_agent")
-
-
-def env_config(data: ml_collections.ConfigDict) -> BfclEnvConfig:
-    """The prompt settings of the single-turn dialogs (those `bfcl_dialogs` takes)."""
-    return BfclEnvConfig(prompt_style=data.prompt_style, call_format=data.call_format or None,
-                         compact_description_chars=data.compact_description_chars)
-
-
-def single_turn_categories(data: ml_collections.ConfigDict) -> list[str]:
-    """`data.single_turn.categories` as a list."""
-    return [c.strip() for c in data.single_turn.categories.split(",") if c.strip()]
-
-
 def load_single_turn(config: ml_collections.ConfigDict
                      ) -> tuple[list[Dialog], SingleTurnReport | None]:
     """The single-turn dialogs `config.data.single_turn` asks for (none: [], None)."""
@@ -138,88 +108,6 @@ def load_single_turn(config: ml_collections.ConfigDict
         categories=single_turn_categories(data), k=section.retrieval_k, seed=config.seed)
     say(str(report))
     return dialogs, report
-
-
-def pipeline_config(config: ml_collections.ConfigDict, stage: int, pad_id: int) -> PipelineConfig:
-    data = config.data
-    return PipelineConfig(
-        seq_len=data.seq_len, batch_size=data.batch_size - copy_rows(config), packing=data.packing,
-        packing_bins=data.packing_bins, shuffle_window=data.shuffle_window,
-        prefetch=data.prefetch, replay_ratio=config.replay.ratio if config.replay.capacity else 0.0,
-        task_weights=data.task_weights.to_dict() if data.task_weighting else None,
-        seed=config.seed + 1000 * stage, pad_id=pad_id)
-
-
-def coreset_config(config: ml_collections.ConfigDict, stage: int) -> CoresetConfig:
-    c = config.coreset
-    return CoresetConfig(strategy=c.strategy, size=c.size, fraction=c.fraction,
-                         hybrid_loss_fraction=c.hybrid_loss_fraction, embedding=c.embedding,
-                         seed=config.seed + stage)
-
-
-def check_qa_source(data: ml_collections.ConfigDict) -> None:
-    """A qa_search or qa_team source's settings, each named: its environment section, splits
-    and (qa_team) teams, whose coordinator must have a reply for every hop and one to answer."""
-    section = qa_section(data)
-    for split, name in ((data.split, "data.split"), (data.eval_split, "data.eval_split")):
-        if split:
-            qa_check_split(section, split, data.tasks_per_category, name,
-                           "data.tasks_per_category")
-    if data.source != TEAM_SOURCE:
-        return
-    rounds = team_config(data).max_rounds
-    if section.corpus == "world" and rounds <= section.max_hops:
-        raise ValueError(
-            f"config.data.multi_agent.max_rounds={rounds}: the oracle team delegates each of up "
-            f"to data.qa_search.max_hops={section.max_hops} hops in a reply of its own, then "
-            f"answers; needs >= {section.max_hops + 1}")
-
-
-def validate(config: ml_collections.ConfigDict) -> None:
-    """Fails on a bad setting, naming it, before any model is loaded or data converted."""
-    load_options(config.model)
-    data = config.data
-    if data.source not in (*SOURCES, "jsonl", QA_SOURCE, TEAM_SOURCE):
-        raise ValueError(f"config.data.source={data.source!r}: one of "
-                         f"{(*SOURCES, 'jsonl', QA_SOURCE, TEAM_SOURCE)}")
-    if data.source in (QA_SOURCE, TEAM_SOURCE):
-        check_qa_source(data)
-    elif data.source != "jsonl":
-        source = source_of(data)
-        for split in (data.split, data.eval_split):
-            if split:
-                field("data.split", lambda split=split: source.resolve(split))
-                field("data.tasks_per_category",
-                      lambda split=split: source.check(split, data.tasks_per_category))
-    section = data.single_turn
-    field("data.single_turn", lambda: check_settings(
-        section.selection, section.retrieval, single_turn_categories(data), section.retrieval_k))
-    if section.selection or section.retrieval:
-        field("data.prompt_style", lambda: env_config(data))
-    if data.max_len > data.seq_len:
-        raise ValueError(f"config.data.max_len={data.max_len} > seq_len={data.seq_len}: a "
-                         "dialog must fit in a row")
-    cap = data.max_observation_tokens
-    if not isinstance(cap, int) or isinstance(cap, bool) or cap < 0:
-        raise ValueError(f"config.data.max_observation_tokens={cap!r}: must be an integer >= 0 "
-                         "(0: observations kept whole)")
-    weight = data.final_reply_weight
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not (
-            np.isfinite(weight) and weight > 0):
-        raise ValueError(f"config.data.final_reply_weight={weight!r}: must be a finite number > 0 "
-                         "(1: the final reply weighs as every other reply token)")
-    stage_groups(data)
-    check_copy_circuit(config)
-    pipeline_config(config, 0, 0)
-    coreset_config(config, 0)
-    if not 0.0 <= config.replay.ratio < 1.0:
-        raise ValueError(f"config.replay.ratio={config.replay.ratio}: must be in [0, 1)")
-    if config.replay.capacity:
-        ReplayBuffer(config.replay.capacity, config.replay.policy)
-    learner_config(config.learner.to_dict())
-    for name in ("steps", "log_every", "checkpoint_every", "keep_checkpoints"):
-        if config.train[name] < 1:
-            raise ValueError(f"config.train.{name}={config.train[name]}: must be >= 1")
 
 
 class SFTRun:

@@ -88,7 +88,7 @@ def test_team_dialogs_are_what_team_rollouts_train_on(tokenizer):
 
 
 def test_the_qa_team_source_is_validated_with_its_field_named():
-    from seetjax.sft.run import validate
+    from seetjax.sft.config import validate
     config = load_config_file("configs/qa_multi_agent.py")
     assert build_plan(config).multi_agent.max_rounds == 3
     sft = config.sft.run

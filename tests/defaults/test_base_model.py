@@ -17,7 +17,7 @@ from seetjax.defaults.base_model import (
     untrained_model_path,
 )
 from seetjax.models.hf import load_hf_checkpoint
-from seetjax.sft.run import validate
+from seetjax.sft.config import validate
 
 SMALL = BaseSpec(tasks_per_category=1, steps=2, batch_size=8, seq_len=512)  # 8: the test devices
 

@@ -12,7 +12,8 @@ from configs.sft import get_config
 from seetjax.data.pipeline import SFTPipeline
 from seetjax.models.copy_circuit import install_copy_circuit
 from seetjax.models.hf import load_hf_checkpoint
-from seetjax.sft.run import SFTRun, pipeline_config, validate
+from seetjax.sft.config import pipeline_config, validate
+from seetjax.sft.run import SFTRun
 
 
 def _config():

@@ -116,7 +116,7 @@ def test_a_lora_sft_run_exports_a_model_transformers_loads(tmp_path, embedded_di
     ("targets", "q_proj,attn", "LoRAConfig.targets")])
 def test_bad_lora_fields_are_named(field, value, message):
     from seetjax.config.sections import load_config_file
-    from seetjax.sft.run import validate
+    from seetjax.sft.config import validate
 
     config = load_config_file(ROOT / "configs" / "sft.py")
     config.learner.lora.rank = 4

@@ -242,7 +242,7 @@ def test_held_out_periodic_evaluations_need_splits():
 def test_shipped_configs_are_valid(name):
     config = load_config_file(ROOT / "configs" / f"{name}.py")
     if name == "sft":
-        from seetjax.sft.run import validate
+        from seetjax.sft.config import validate
         validate(config)
     else:
         if name.startswith("qwen"):

@@ -3,7 +3,8 @@
 import pytest
 
 from configs.sft import get_config
-from seetjax.sft.run import load_single_turn, stage_groups, validate
+from seetjax.sft.config import stage_groups, validate
+from seetjax.sft.run import load_single_turn
 
 
 @pytest.mark.parametrize("field, value, message", [

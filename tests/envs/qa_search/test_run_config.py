@@ -86,7 +86,7 @@ def test_the_env_reward_needs_an_environment_that_scores_episodes():
 
 
 def test_the_oracle_sft_source_is_validated_with_its_field_named():
-    from seetjax.sft.run import validate
+    from seetjax.sft.config import validate
 
     sft = qa_config().sft.run
     validate(sft)
