@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import ml_collections
 import numpy as np
 
+from seetjax.defaults.base_model import resolve_model_path
 from seetjax.report.bootstrap import bootstrap_interval
 from seetjax.sft.run import SFTRun
 
@@ -41,7 +42,9 @@ def warm_up(sft: ml_collections.ConfigDict, workdir: Path) -> Path:
     with open(workdir.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (workdir / "model" / "config.json").exists():
-            SFTRun(sft.copy_and_resolve_references(), workdir).run()
+            sft = sft.copy_and_resolve_references()
+            sft.model.path = str(resolve_model_path(sft.model.path))
+            SFTRun(sft, workdir).run()
     return workdir / "model"
 
 

@@ -9,6 +9,7 @@ Run again with the same workdir to resume from its last checkpoint. Metrics go t
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from seetjax.defaults.base_model import resolve_model_path
 from seetjax.runtime.cache import enable_compilation_cache
 from seetjax.sft import run as sft
 
@@ -22,7 +23,9 @@ def main(argv):
     enable_compilation_cache()
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
-    sft.run(_CONFIG.value, _WORKDIR.value)
+    config = _CONFIG.value
+    config.model.path = str(resolve_model_path(config.model.path))  # '' = the embedded default
+    sft.run(config, _WORKDIR.value)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ from seetjax.data.qa_dialogs import TEAM_SOURCE, oracle_dialogs
 from seetjax.data.replay import ReplayBuffer
 from seetjax.data.scoring import ModelScorer
 from seetjax.data.single_turn_dialogs import SingleTurnReport, single_turn_dialogs
-from seetjax.defaults.base_model import resolve_model_path
 from seetjax.envs.qa_search.run import NAME as QA_SOURCE
 from seetjax.envs.task_source import source_of
 from seetjax.learner import create_learner, learner_config
@@ -110,14 +109,24 @@ def load_single_turn(config: ml_collections.ConfigDict
     return dialogs, report
 
 
+def model_directory(path: str) -> Path:
+    """`config.model.path`, which an SFT run takes resolved: an HF checkpoint directory."""
+    if not path or not Path(path).is_dir():  # Path("") is the working directory
+        raise ValueError(f"config.model.path={path!r}: an SFT run starts from an HF checkpoint "
+                         "directory; resolve names such as '' or 'embedded:base' first "
+                         "(seetjax.defaults.base_model.resolve_model_path)")
+    return Path(path)
+
+
 class SFTRun:
     """One SFT run in a workdir: the model, the learner, the data of every stage (see the module
-    docstring). `run()` trains from wherever the workdir's last checkpoint left off."""
+    docstring). `run()` trains from wherever the workdir's last checkpoint left off.
+    `config.model.path` is a model directory (`model_directory`)."""
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: str | os.PathLike):
         validate(config)
         self.config, self.workdir = config, Path(workdir)
-        path = resolve_model_path(config.model.path)
+        path = model_directory(config.model.path)
         model = load_hf_checkpoint(path, **load_options(config.model))
         self.tokenizer = Tokenizer.from_pretrained(path)
         learner = learner_config(config.learner.to_dict())
