@@ -55,8 +55,9 @@ def serve(config) -> None:
 
 def main(argv):
     del argv
-    from seetjax.distill.config import ConfigError, load_config
+    from seetjax.distill.config import ConfigError
     from seetjax.distill.endpoints import PreflightError
+    from seetjax.distill.load import load_config
     from seetjax.distill.pipeline import run_async
     from seetjax.distill.scenarios import scenario_ids
 

@@ -6,8 +6,8 @@ reasons while the oracle's are accepted, in one run that ends in SFT dialogs."""
 import ml_collections
 import pytest
 
-from seetjax.distill.config import parse_config
 from seetjax.distill.endpoints import PreflightError, RunBudget
+from seetjax.distill.load import parse_config
 from seetjax.distill.pipeline import run
 from seetjax.distill.pools import Pool
 from seetjax.distill.to_sft import convert_output

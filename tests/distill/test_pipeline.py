@@ -11,8 +11,8 @@ import ml_collections
 import pytest
 
 from seetjax.distill.analytics import write_report
-from seetjax.distill.config import parse_config
 from seetjax.distill.endpoints import PreflightError, RunBudget
+from seetjax.distill.load import parse_config
 from seetjax.distill.pipeline import run, run_async
 from seetjax.distill.pools import Pool
 from seetjax.distill.scenarios import scenario_stream
