@@ -63,7 +63,8 @@ def main(argv):
     from seetjax.models.hf import load_hf_checkpoint
     from seetjax.models.tokenizer import Tokenizer
     from seetjax.runtime.cache import enable_compilation_cache
-    from seetjax.serving.app import ServerConfig, create_app
+    from seetjax.serving.app import create_app
+    from seetjax.serving.deps import ServerConfig
     from seetjax.serving.engine import Engine
 
     enable_compilation_cache()

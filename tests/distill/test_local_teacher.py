@@ -67,7 +67,8 @@ def test_a_reviewer_answering_prose_is_asked_again_then_rejected(tmp_path, serve
 
 
 def test_preflight_names_an_endpoint_whose_key_is_refused(tmp_path, engine, monkeypatch):
-    from seetjax.serving.app import ServerConfig, create_app
+    from seetjax.serving.app import create_app
+    from seetjax.serving.deps import ServerConfig
 
     keyed = create_app(engine, ServerConfig(model_name=MODEL_NAME, api_key="right-key"))
     raw = raw_config(tmp_path / "out", [{"family": "telecom", "quota": 0}],

@@ -13,8 +13,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from seetjax.serving.app import Server, ServerDep, require_api_key
 from seetjax.serving.chat import ContentStream, Prompt
+from seetjax.serving.deps import Server, ServerDep, require_api_key
 from seetjax.serving.errors import APIError, error_body
 from seetjax.serving.protocol import (
     ChatCompletion,

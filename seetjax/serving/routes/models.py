@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from seetjax.serving.app import Server, ServerDep, require_api_key
+from seetjax.serving.deps import Server, ServerDep, require_api_key
 from seetjax.serving.protocol import ModelCard, ModelList
 
 router = APIRouter(prefix="/v1", tags=["models"], dependencies=[Depends(require_api_key)])
