@@ -20,7 +20,6 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 
-from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.envs.capabilities import ScoresEpisodes
 from seetjax.envs.registry import make_env, spec_of
 from seetjax.models.tokenizer import Tokenizer
@@ -107,7 +106,7 @@ class RolloutConfig:
     batch shapes); only the batching and the random draws differ."""
 
     group_size: int = 4
-    env: Any = BfclEnvConfig(prompt_style="compact")  # a registered environment's section
+    env: Any = dataclasses.field(kw_only=True)  # a registered environment's section, always named
     limits: EpisodeLimits = EpisodeLimits()
     num_threads: int = 8
     reward: RewardConfig = RewardConfig()  # the reward the episodes are scored with

@@ -16,6 +16,8 @@ from seetjax.rl.milestones import (
 )
 from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
 
+COMPACT = BfclEnvConfig(prompt_style="compact")  # the environment section of these rollouts
+
 
 class AlternatingPolicy(ScriptedPolicy):
     """Per row: a call, then the end of the turn, then a call, ... (rows differ in what they get
@@ -36,14 +38,14 @@ def test_a_split_of_the_training_tasks_reuses_their_episodes(tokenizer):
     train = load_split("train", per_category=1)
     test = load_split("test", per_category=1)
     policy = functools.partial(AlternatingPolicy, tokenizer)
-    rollout = Rollout(tokenizer, RolloutConfig(group_size=1))
+    rollout = Rollout(tokenizer, RolloutConfig(env=COMPACT, group_size=1))
     milestone = evaluate_milestone("after_rl", rollout, policy(), train,
                                    {"train": train, "test": test})
     assert set(milestone.tasks) == {"format_validity", "checked_turn_accuracy", "turn_accuracy",
                                     "reward"}
     assert milestone.tasks["format_validity"] == 1.0  # every scripted reply parses
     for split, tasks in (("train", train), ("test", test)):
-        alone = evaluate_tasks(Rollout(tokenizer, RolloutConfig(group_size=1)), policy(), tasks,
+        alone = evaluate_tasks(Rollout(tokenizer, RolloutConfig(env=COMPACT, group_size=1)), policy(), tasks,
                                split).to_json()
         assert milestone.splits[split] == alone, split
     assert Milestone.from_json(milestone.to_json()) == milestone
@@ -74,7 +76,7 @@ class PositionalPolicy(ScriptedPolicy):
 
 def test_redecoding_replays_only_the_episodes_that_read_differently(tokenizer):
     tasks = load_split("train", per_category=3)
-    lenient = Rollout(tokenizer, RolloutConfig(group_size=1))
+    lenient = Rollout(tokenizer, RolloutConfig(env=COMPACT, group_size=1))
     official = Rollout(tokenizer, RolloutConfig(
         group_size=1, env=BfclEnvConfig(prompt_style="compact", decoding="official")))
     played = lenient.episodes(tasks, EVAL_STAGE, progress=1.0, seed=0)
