@@ -14,8 +14,9 @@ from seetjax.eval.evaluate import EVAL_STAGE
 from seetjax.rewards import RewardConfig
 from seetjax.rl.config import build_plan
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import RolloutConfig, ScriptedPolicy
+from seetjax.rollout.loop import RolloutConfig
 from seetjax.rollout.multi_agent import MultiAgentConfig, MultiAgentRollout
+from tests.rollout.scripted import ScriptedPolicy
 
 SECTION = QASearchRunConfig(world_passages=40, min_hops=1, max_hops=3, snippet_words=20,
                             default_k=2)

@@ -4,7 +4,8 @@ import json
 
 from seetjax.envs.bfcl.env import BfclEnvConfig, load_split
 from seetjax.eval.evaluate import EVAL_STAGE, markdown, report, write_reports
-from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig
+from tests.rollout.scripted import ScriptedPolicy
 
 COMPACT = BfclEnvConfig(prompt_style="compact")  # the environment section of these rollouts
 

@@ -10,9 +10,9 @@ from seetjax.envs.bfcl.single_turn_checker import SingleTurnResult, check
 from seetjax.eval import single_turn_eval
 from seetjax.eval.evaluate import SplitReport
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import ScriptedPolicy
 from seetjax.tools.prompts import PROMPT_STYLES
 from tests.envs.bfcl.single_turn_perturb import ground_truth
+from tests.rollout.scripted import ScriptedPolicy
 
 
 def _reply(task, config):

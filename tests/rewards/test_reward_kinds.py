@@ -24,8 +24,9 @@ from seetjax.rewards import (
 from seetjax.rl.config import build_plan
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig
 from seetjax.seet.config import StageConfig, default_stages
+from tests.rollout.scripted import ScriptedPolicy
 
 TASK = load_tasks("base")[0]  # turns: [cd, mkdir, mv], [cd, grep], [sort], [diff]
 STANDARD = StageConfig(stage=4, env_mode="standard", retry_budget=0, retry_probability_start=0.0,

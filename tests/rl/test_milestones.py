@@ -14,7 +14,8 @@ from seetjax.rl.milestones import (
     first_per_category,
     milestone_table,
 )
-from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig
+from tests.rollout.scripted import ScriptedPolicy
 
 COMPACT = BfclEnvConfig(prompt_style="compact")  # the environment section of these rollouts
 

@@ -15,11 +15,12 @@ from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig
 from seetjax.rewards import RewardConfig
 from seetjax.rl.config import default_config, env_of
 from seetjax.rollout.batching import trajectory_batch
-from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig
 from seetjax.seet.config import default_stages
 from seetjax.tools.calls import ToolCall
 from seetjax.tools.executor import ExecutionErrorKind, ExecutionResult
 from tests.rollout.conftest import calls_text
+from tests.rollout.scripted import ScriptedPolicy
 
 STAGE1, _, _, STAGE4 = default_stages()
 
