@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def field(path: str, make: Callable[[], T]) -> T:
+def checked_field(path: str, make: Callable[[], T]) -> T:
     """`make()`, with a ValueError/TypeError re-raised as `config.<path>: ...`."""
     try:
         return make()
@@ -24,4 +24,4 @@ def as_dataclass(cls: type[T], values: Mapping[str, Any], path: str, **extra: An
     unknown = sorted(set(values) - names)
     if unknown:
         raise ValueError(f"config.{path}: unknown field(s) {unknown}; known: {sorted(names)}")
-    return field(path, lambda: cls(**dict(values), **extra))
+    return checked_field(path, lambda: cls(**dict(values), **extra))

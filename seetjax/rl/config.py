@@ -14,7 +14,7 @@ from typing import Any
 
 import ml_collections
 
-from seetjax.config.fields import as_dataclass, field
+from seetjax.config.fields import as_dataclass, checked_field
 from seetjax.config.sections import generated_section, lora_section
 from seetjax.envs import registry
 from seetjax.envs.bfcl.data import CATEGORIES
@@ -45,7 +45,7 @@ def reward_of(config: ml_collections.ConfigDict) -> RewardConfig:
     section = config.reward
     agent = as_dataclass(AgentRewardConfig, section.agent.to_dict(), "reward.agent")
     shaping = as_dataclass(ShapingConfig, section.shaping.to_dict(), "reward.shaping")
-    reward = field("reward", lambda: RewardConfig(section.kind, agent, shaping))
+    reward = checked_field("reward", lambda: RewardConfig(section.kind, agent, shaping))
     if reward.stepwise and config.learner.get("algorithm", "grpo") == "dpo":
         raise ValueError(
             f"config.reward.kind={reward.kind!r} with learner.algorithm='dpo': DPO learns from "
@@ -63,7 +63,7 @@ def env_of(config: ml_collections.ConfigDict) -> Any:
                          f"(env.name, one of {registry.names()}, and its fields)")
     values = config.env.to_dict()
     name = values.pop("name", registry.DEFAULT)
-    spec = field("env.name", lambda: registry.spec(name))
+    spec = checked_field("env.name", lambda: registry.spec(name))
     return as_dataclass(spec.config, values, "env")
 
 
@@ -195,7 +195,7 @@ def parse_eval_splits(splits: str, per_category: int) -> dict[str, int]:
 def build_plan(config: ml_collections.ConfigDict) -> Plan:
     if config.model.path is None:  # an ml_collections placeholder the config left unset
         raise ValueError("config.model.path: this config needs an HF checkpoint directory")
-    field("model", lambda: load_options(config.model))
+    checked_field("model", lambda: load_options(config.model))
     _check_counts(config)
     env = env_of(config)
     spec = registry.spec_of(env)
@@ -204,7 +204,7 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     if spec.check_data is not None:
         spec.check_data(env, config.data.to_dict(), eval_splits)
 
-    learner = field("learner", lambda: learner_config(config.learner.to_dict()))
+    learner = checked_field("learner", lambda: learner_config(config.learner.to_dict()))
     limits = as_dataclass(EpisodeLimits, config.limits.to_dict(), "limits")
     rollout = as_dataclass(RolloutConfig, config.rollout.to_dict(), "rollout", env=env,
                            limits=limits, reward=reward_of(config))
@@ -238,7 +238,7 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     multi_agent = _multi_agent(config, spec.name, rollout)  # before the SFT data that reads it
     if config.sft.enabled:
         from seetjax.sft.config import validate as validate_sft  # the SFT data side: only when used
-        field("sft.run", lambda: validate_sft(config.sft.run))
+        checked_field("sft.run", lambda: validate_sft(config.sft.run))
     return Plan(stages, transitions, learner, rollout, sampling, eval_rollout, eval_splits,
                 eval_decodings, seet, max_pairs, multi_agent)
 
@@ -280,7 +280,7 @@ def _eval_decodings(config: ml_collections.ConfigDict, env: Any) -> tuple[str, .
         raise ValueError(f"config.eval.decodings={config.eval.decodings!r}: a comma-separated "
                          f"list of distinct decodings, from {DECODINGS}")
     for d in decodings:
-        field("eval.decodings", lambda d=d: dataclasses.replace(env, decoding=d))
+        checked_field("eval.decodings", lambda d=d: dataclasses.replace(env, decoding=d))
     return decodings
 
 

@@ -8,7 +8,7 @@ import jax
 import ml_collections
 import numpy as np
 
-from seetjax.config.fields import as_dataclass, field
+from seetjax.config.fields import as_dataclass, checked_field
 from seetjax.config.sections import generated_section, lora_section
 from seetjax.data.coreset import CoresetConfig
 from seetjax.data.dialogs import TASK_TYPES
@@ -243,14 +243,14 @@ def validate(config: ml_collections.ConfigDict) -> None:
         source = source_of(data)
         for split in (data.split, data.eval_split):
             if split:
-                field("data.split", lambda split=split: source.resolve(split))
-                field("data.tasks_per_category",
-                      lambda split=split: source.check(split, data.tasks_per_category))
+                checked_field("data.split", lambda split=split: source.resolve(split))
+                checked_field("data.tasks_per_category",
+                              lambda split=split: source.check(split, data.tasks_per_category))
     section = data.single_turn
-    field("data.single_turn", lambda: check_settings(
+    checked_field("data.single_turn", lambda: check_settings(
         section.selection, section.retrieval, single_turn_categories(data), section.retrieval_k))
     if section.selection or section.retrieval:
-        field("data.prompt_style", lambda: env_config(data))
+        checked_field("data.prompt_style", lambda: env_config(data))
     if data.max_len > data.seq_len:
         raise ValueError(f"config.data.max_len={data.max_len} > seq_len={data.seq_len}: a "
                          "dialog must fit in a row")
