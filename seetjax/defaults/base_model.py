@@ -24,6 +24,7 @@ from pathlib import Path
 import ml_collections
 
 from seetjax.defaults.embedded import EmbeddedSpec, embedded_model_dir, generator_digest
+from seetjax.report.console import say
 from seetjax.runtime.cache import cached_directory
 
 EMBEDDED = "embedded"
@@ -94,7 +95,7 @@ def base_sft_config(spec: BaseSpec, model_dir: str | os.PathLike) -> ml_collecti
 
 def build_base_model(out_dir: str | os.PathLike, spec: BaseSpec | None = None) -> Path:
     """Trains the base (see the module docstring) and writes it to `out_dir` as an HF directory."""
-    from seetjax.sft.run import SFTRun, say
+    from seetjax.sft.run import SFTRun
 
     spec = spec or BaseSpec()
     dialogs = spec.tasks_per_category * len(spec.categories.split(","))

@@ -34,6 +34,7 @@ from seetjax.learner.checkpoint import Checkpointer
 from seetjax.models.hf import load_hf_checkpoint, load_options
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.models.transformer import Transformer
+from seetjax.report.console import say
 from seetjax.report.metrics import MetricsWriter
 from seetjax.report.plots import plot_curves, read_metrics
 from seetjax.rl.config import Plan, build_plan
@@ -51,11 +52,6 @@ from seetjax.sampling import Sampler, SamplingParams
 from seetjax.seet.anchors import AnchorPool
 from seetjax.seet.curriculum import Curriculum
 from seetjax.seet.records import write_jsonl
-
-
-def say(message: str) -> None:
-    if jax.process_index() == 0:
-        tqdm.write(message)
 
 
 class TrainRun:

@@ -49,6 +49,7 @@ from seetjax.models.hf import (
 )
 from seetjax.models.lora import has_lora
 from seetjax.models.tokenizer import Tokenizer
+from seetjax.report.console import say
 from seetjax.report.metrics import MetricsWriter
 from seetjax.sft.config import (
     copy_rows,
@@ -61,11 +62,6 @@ from seetjax.sft.config import (
     team_config,
     validate,
 )
-
-
-def say(message: str) -> None:
-    if jax.process_index() == 0:
-        print(message, flush=True)
 
 
 def load_dialogs(data: ml_collections.ConfigDict, group: str, split: str | None = None
