@@ -1,6 +1,9 @@
 """Rewards computed from an episode record (`EpisodeTrace`): EnvTuning's progress and format
 rewards, per-step shaping from step codes, the five-component agent reward with penalties, and the
-run's choice among them (`RewardConfig`, `assigned_rewards`)."""
+run's choice among them (`RewardConfig`, `assigned_rewards`).
+
+Imports `envs` (the episode record and BFCL's checker); never `rollout` or anything above.
+"""
 
 from seetjax.rewards.agent import AgentReward, AgentRewardConfig, agent_reward
 from seetjax.rewards.envtuning import (
