@@ -111,7 +111,8 @@ def default_config() -> ml_collections.ConfigDict:
     # and seet.enabled=False; separate_params: a parameter set (and optimizer state) per role.
     c.multi_agent = ml_collections.ConfigDict(dict(enabled=False, max_rounds=3,
                                                    sub_answer_weight=0.5, separate_params=False))
-    # SFT warm-up (seetjax.sft.run): `run` is a whole SFT config; its model is this run's.
+    # SFT warm-up (seetjax.sft): `run` is a whole SFT config (seetjax.sft.config, validated with
+    # the plan); its model is this run's.
     c.sft = ml_collections.ConfigDict(dict(enabled=False, run=ml_collections.ConfigDict()))
     # seetjax.learner.learner_config fields.
     c.learner = ml_collections.ConfigDict(dict(algorithm="grpo", counterfactual_weight=0.1,
