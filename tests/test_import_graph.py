@@ -159,6 +159,6 @@ def test_no_imports_up_the_layers():
         "  " + v for v in found)
 
 
-def test_the_graph_sees_imports_inside_functions(tmp_path):
+def test_the_graph_sees_imports_inside_functions():
     tree = ast.parse("def f():\n    from seetjax.batch import TrajectoryBatch\n")
     assert list(imports(tree, modules())) == [("seetjax.batch", 2)]
