@@ -27,7 +27,7 @@ setup(
         "jinja2>=3.1,<4",
         "safetensors>=0.8,<0.9",
         "numpy>=2.0,<2.5",
-        "scipy>=1.13,<2",  # seetjax.bootstrap (Student's t for small-sample intervals)
+        "scipy>=1.13,<2",  # seetjax.report.bootstrap (Student's t for small-sample intervals)
         "ml-dtypes>=0.5",
         "tqdm>=4.66",
         "matplotlib>=3.9",

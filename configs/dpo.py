@@ -7,7 +7,7 @@ preferences), and the update is a DPO step against the warm-up model as referenc
 
 from pathlib import Path
 
-from seetjax.train_config import load_config_file
+from seetjax.config.sections import load_config_file
 
 
 def get_config():

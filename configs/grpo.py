@@ -6,7 +6,7 @@ no hints, retries, interception, anchors or counterfactual loss. Same SFT warm-u
 
 from pathlib import Path
 
-from seetjax.train_config import load_config_file
+from seetjax.config.sections import load_config_file
 
 
 def get_config():

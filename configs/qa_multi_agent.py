@@ -6,14 +6,14 @@ dialogs (`data.source="qa_team"`: the coordinator's delegations and answer, each
 and answer, rendered as the team rollout renders them), in the run's env and multi_agent
 sections. configs/qa_search.py otherwise: the same held-out evaluation (single-agent episodes).
 --config.multi_agent.separate_params=True gives each role a parameter set of its own
-(seetjax.policy_states).
+(seetjax.rl.policy_states).
 
     python launch/train.py --config=configs/qa_multi_agent.py --workdir=runs/qa_team
 """
 
 from pathlib import Path
 
-from seetjax.train_config import load_config_file
+from seetjax.config.sections import load_config_file
 
 
 def get_config():

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import ml_collections
 
-from seetjax.train_config import default_config, env_section, load_config_file
+from seetjax.config.sections import load_config_file
+from seetjax.rl.config import default_config, env_section
 
 
 def get_config():

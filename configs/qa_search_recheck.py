@@ -11,7 +11,7 @@ search cost").
 
 from pathlib import Path
 
-from seetjax.train_config import load_config_file
+from seetjax.config.sections import load_config_file
 
 
 def get_config():

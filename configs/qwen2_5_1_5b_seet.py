@@ -7,7 +7,7 @@ for one 80 GB GPU.
 
 from pathlib import Path
 
-from seetjax.train_config import load_config_file
+from seetjax.config.sections import load_config_file
 
 
 def get_config():

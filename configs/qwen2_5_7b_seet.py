@@ -8,7 +8,7 @@ seq-mean-token-mean, temperature 1.0, native tool calls through Qwen's chat temp
 
 import ml_collections
 
-from seetjax.train_config import default_config
+from seetjax.rl.config import default_config
 
 
 def get_config(size: str = "7b"):

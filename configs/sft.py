@@ -12,7 +12,7 @@ Continual learning over categories, with a rehearsal memory of earlier ones:
 
 import ml_collections
 
-from seetjax.sft_config import default_sft_config
+from seetjax.sft.config import default_sft_config
 
 
 def get_config() -> ml_collections.ConfigDict:

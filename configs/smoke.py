@@ -8,7 +8,7 @@ instead of the cached base (whose first build takes minutes). CI runs it from a 
 
 from pathlib import Path
 
-from seetjax.train_config import load_config_file
+from seetjax.config.sections import load_config_file
 
 
 def get_config():

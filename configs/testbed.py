@@ -17,7 +17,7 @@ on 32 BFCL tasks) is one flag away:
 
 from pathlib import Path
 
-from seetjax.train_config import load_config_file
+from seetjax.config.sections import load_config_file
 
 
 def get_config():

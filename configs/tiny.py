@@ -11,7 +11,8 @@ show the pipeline learning, not BFCL skill.
 
 from pathlib import Path
 
-from seetjax.train_config import default_config, load_config_file
+from seetjax.config.sections import load_config_file
+from seetjax.rl.config import default_config
 
 
 def get_config():

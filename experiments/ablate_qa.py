@@ -47,10 +47,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments"))
 from grid import cached_run, finished, mean_std, set_field, trailing_mean, warm_up, write_csv  # noqa: E402
 
-from seetjax.cache import enable_compilation_cache  # noqa: E402
-from seetjax.plots import read_metrics  # noqa: E402
-from seetjax.train_config import load_config_file  # noqa: E402
-from seetjax.trainer import TrainRun  # noqa: E402
+from seetjax.config.sections import load_config_file  # noqa: E402
+from seetjax.report.plots import read_metrics  # noqa: E402
+from seetjax.rl.trainer import TrainRun  # noqa: E402
+from seetjax.runtime.cache import enable_compilation_cache  # noqa: E402
 
 ALGORITHMS: dict[str, dict[str, object]] = {
     "reinforce": {"learner.algorithm": "reinforce", "learner.advantage": {"baseline": "none"}},

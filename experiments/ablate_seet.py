@@ -66,13 +66,13 @@ from grid import (  # noqa: E402
     write_csv,
 )
 
-from seetjax.base_model import resolve_model_path  # noqa: E402
-from seetjax.bootstrap import bootstrap_interval, two_level_interval  # noqa: E402
-from seetjax.cache import enable_compilation_cache  # noqa: E402
-from seetjax.eval.bfcl_checker import EMPTY_TURN  # noqa: E402
-from seetjax.plots import read_metrics  # noqa: E402
-from seetjax.train_config import load_config_file  # noqa: E402
-from seetjax.trainer import TrainRun  # noqa: E402
+from seetjax.config.sections import load_config_file  # noqa: E402
+from seetjax.defaults.base_model import resolve_model_path  # noqa: E402
+from seetjax.envs.bfcl.checker import EMPTY_TURN  # noqa: E402
+from seetjax.report.bootstrap import bootstrap_interval, two_level_interval  # noqa: E402
+from seetjax.report.plots import read_metrics  # noqa: E402
+from seetjax.rl.trainer import TrainRun  # noqa: E402
+from seetjax.runtime.cache import enable_compilation_cache  # noqa: E402
 
 VARIANTS: dict[str, dict[str, object]] = {
     "grpo": {"seet.enabled": False, "learner.counterfactual_weight": 0.0},
@@ -388,7 +388,7 @@ def task_level_table(args, runs: list[dict], variants: list[str]) -> list[str]:
         return []
     return ["", f"Held-out tasks, each variant minus {REFERENCE} on the same task and seed: tasks "
             "solved (points) with its 95% interval over seeds, then over seeds and tasks (both "
-            "resampled: `seetjax.bootstrap.two_level_interval`), and per-task checked-turn "
+            "resampled: `seetjax.report.bootstrap.two_level_interval`), and per-task checked-turn "
             "accuracy (a turn never reached fails) over seeds and tasks.", "",
             "| variant | seeds x tasks | tasks solved Δ, over seeds | over seeds and tasks | "
             "checked-turn acc. Δ, over seeds and tasks |", "|---|---|---|---|---|", *lines]

@@ -28,8 +28,9 @@ from absl import app, flags
 from flax import nnx
 
 from seetjax.data.bfcl_dialogs import task_dialog
-from seetjax.envs import bfcl_data
-from seetjax.envs.bfcl import BfclEnvConfig
+from seetjax.defaults.embedded import embedded_model_dir
+from seetjax.envs.bfcl import data as bfcl_data
+from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.envs.generated import Difficulty, generate_tasks
 from seetjax.learner.optimizer import hold_slices
 from seetjax.models.copy_circuit import (
@@ -38,7 +39,6 @@ from seetjax.models.copy_circuit import (
     install_copy_circuit,
     repeated_tokens,
 )
-from seetjax.models.embedded import embedded_model_dir
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
 

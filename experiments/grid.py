@@ -2,7 +2,7 @@
 grid starts from (built once, safe when grid cells run in parallel processes), finished runs kept
 as JSON so a restarted grid skips them, grid cells run several at once (one run per process) or a
 shard of them per host, expanded percentile-bootstrap confidence intervals (over seeds, and
-paired by seed; `seetjax.bootstrap`), mean +- std cells and the CSV."""
+paired by seed; `seetjax.report.bootstrap`), mean +- std cells and the CSV."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from typing import Any, TypeVar
 import ml_collections
 import numpy as np
 
-from seetjax.bootstrap import bootstrap_interval
-from seetjax.sft import SFTRun
+from seetjax.defaults.base_model import resolve_model_path
+from seetjax.report.bootstrap import bootstrap_interval
+from seetjax.sft.run import SFTRun
 
 RESULT = "ablation_result.json"
 T = TypeVar("T")
@@ -41,7 +42,9 @@ def warm_up(sft: ml_collections.ConfigDict, workdir: Path) -> Path:
     with open(workdir.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (workdir / "model" / "config.json").exists():
-            SFTRun(sft.copy_and_resolve_references(), workdir).run()
+            sft = sft.copy_and_resolve_references()
+            sft.model.path = str(resolve_model_path(sft.model.path))
+            SFTRun(sft, workdir).run()
     return workdir / "model"
 
 
@@ -129,7 +132,7 @@ class Estimate:
 def bootstrap_mean(values: Sequence[float], resamples: int = 10_000, level: float = 0.95,
                    seed: int = 0) -> Estimate:
     """The mean of the finite `values` (a run that never reached a threshold is nan) with its
-    expanded percentile-bootstrap interval (`seetjax.bootstrap.bootstrap_interval` with
+    expanded percentile-bootstrap interval (`seetjax.report.bootstrap.bootstrap_interval` with
     `expanded=True`: a plain one covers about 84% at 5 seeds); seeded, so a summary is
     reproducible. One value gives a zero-width interval, none all-nan."""
     v = np.asarray(values, float)

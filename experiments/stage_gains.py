@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments"))
 from grid import Estimate, bootstrap_mean  # noqa: E402
 
-from seetjax.eval.milestones import STEP_PREFIX, step_milestone_paths  # noqa: E402
-from seetjax.plots import read_metrics  # noqa: E402
+from seetjax.report.plots import read_metrics  # noqa: E402
+from seetjax.rl.milestones import STEP_PREFIX, step_milestone_paths  # noqa: E402
 
 FIGURES = {"tasks solved (%)": lambda s: 100.0 * s["overall"],
            "checked-turn accuracy": lambda s: float(np.mean(list(s["turn_pass_rate"].values())))}

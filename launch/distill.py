@@ -25,7 +25,7 @@ from absl import app, flags, logging
 _CONFIG = flags.DEFINE_string("config", None, "The run's YAML config.", required=True)
 _SET = flags.DEFINE_multi_string("set", [], "field.path=value overrides (YAML values).")
 _SFT_OUT = flags.DEFINE_string("sft_out", "", "Also write the accepted records as SFT dialogs "
-                               "(JSONL for seetjax/sft.py, data.source=jsonl) to this path.")
+                               "(JSONL for seetjax/sft/run.py, data.source=jsonl) to this path.")
 _MIN_SCORE = flags.DEFINE_float("sft_min_score", 0.0, "Records scoring less are left out of "
                                 "--sft_out (0..1).")
 _REPORT = flags.DEFINE_bool("report", False, "Write report.md and PNGs to <state_dir>/report.")
@@ -66,8 +66,9 @@ def serve(config) -> None:
 
 def main(argv):
     del argv
-    from seetjax.distill.config import ConfigError, load_config
+    from seetjax.distill.config import ConfigError
     from seetjax.distill.endpoints import PreflightError
+    from seetjax.distill.load import load_config
     from seetjax.distill.pipeline import run_async
     from seetjax.distill.scenarios import scenario_ids
     from seetjax.distill.writer import OutputRefused

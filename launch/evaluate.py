@@ -20,7 +20,7 @@ default; writes <out>.md (a table per split in the leaderboard's form and the ag
 <out>.json (per-entry verdicts).
 
 --categories may name BFCL's single-turn categories (simple, live_multiple, irrelevance, ...:
-`seetjax.envs.bfcl_single`) next to the multi-turn ones, local model or endpoint: one reply per task
+`seetjax.envs.bfcl.single_turn`) next to the multi-turn ones, local model or endpoint: one reply per task
 (the first --per_category of each; splits are multi-turn's), read as the prompt style reads
 replies, under each --decoding. <out>.md then also holds their accuracy per category with BFCL's
 aggregates (non-live AST, live AST, irrelevance, relevance) beside the multi-turn overall scores,
@@ -47,11 +47,10 @@ import jax
 from absl import app, flags
 from flax import nnx
 
-from seetjax.base_model import resolve_model_path
-from seetjax.cache import enable_compilation_cache
-from seetjax.envs import bfcl_single
-from seetjax.envs.bfcl import DECODINGS, SPLITS, BfclEnvConfig, load_split
-from seetjax.envs.bfcl_data import CATEGORIES, BfclTask
+from seetjax.defaults.base_model import resolve_model_path
+from seetjax.envs.bfcl import single_turn as bfcl_single
+from seetjax.envs.bfcl.data import CATEGORIES, BfclTask
+from seetjax.envs.bfcl.env import DECODINGS, SPLITS, BfclEnvConfig, load_split
 from seetjax.envs.tool_retrieval import MODES
 from seetjax.eval import retrieval_sweep, single_turn_eval
 from seetjax.eval.evaluate import (
@@ -66,10 +65,11 @@ from seetjax.eval.evaluate import (
 )
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
+from seetjax.rl.trainer import restore_run
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import Rollout, RolloutConfig, SamplerPolicy
+from seetjax.runtime.cache import enable_compilation_cache
 from seetjax.sampling import Sampler, SamplingParams
-from seetjax.trainer import restore_run
 
 _RUN = flags.DEFINE_string("run", "", "A training run's workdir (its checkpoints).")
 _STEP = flags.DEFINE_integer("step", None, "With --run: the checkpoint step (default: latest).")
@@ -229,8 +229,14 @@ def flag_rollout_config() -> RolloutConfig:
 
 def evaluate_endpoint_main(out: Path) -> None:
     """--endpoint: the episodes through the endpoint, the same report."""
-    from seetjax.eval.endpoint_check import EndpointUnusable, check_endpoint
-    from seetjax.serving.client import EndpointConfig, EndpointPolicy, evaluate_endpoint, single_turn_replies
+    from seetjax.serving.client import (
+        EndpointConfig,
+        EndpointPolicy,
+        EndpointUnusable,
+        check_endpoint,
+        evaluate_endpoint,
+        single_turn_replies,
+    )
 
     tokenizer = Tokenizer.from_pretrained(resolve_model_path(_TOKENIZER.value))
     config = EndpointConfig(url=_ENDPOINT.value, model=_MODEL.value,

@@ -15,14 +15,14 @@ from absl import app, flags
 from seetjax.data.bfcl_dialogs import bfcl_dialogs
 from seetjax.data.dialogs import type_counts, write_jsonl
 from seetjax.data.single_turn_dialogs import SELECTION_CATEGORIES, single_turn_dialogs
-from seetjax.envs.bfcl import SPLITS, BfclEnvConfig
-from seetjax.envs.bfcl_data import CATEGORIES
+from seetjax.envs.bfcl.data import CATEGORIES
+from seetjax.envs.bfcl.env import SPLITS, BfclEnvConfig
 
 _OUT = flags.DEFINE_string("out", None, "JSONL file to write.", required=True)
 _SPLIT = flags.DEFINE_enum("split", "train", SPLITS, "BFCL scenario split.")
 _CATEGORIES = flags.DEFINE_list("categories", list(CATEGORIES), "BFCL multi-turn categories.")
 _STYLE = flags.DEFINE_enum("prompt_style", "native", ["bfcl", "native", "compact"],
-                           "How tool docs are shown (seetjax.envs.bfcl.BfclEnvConfig).")
+                           "How tool docs are shown (seetjax.envs.bfcl.env.BfclEnvConfig).")
 _FORMAT = flags.DEFINE_string("call_format", None, "python or hermes (default: the style's own).")
 _PARALLEL = flags.DEFINE_bool("parallel_calls", False,
                               "All of a turn's calls in one assistant message.")

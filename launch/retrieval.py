@@ -28,7 +28,6 @@ from pathlib import Path
 
 from absl import app, flags, logging
 
-from seetjax.cache import enable_compilation_cache
 from seetjax.retrieval.bfcl_tools import load_bfcl_tools, split_queries
 from seetjax.retrieval.corpus import ToolDoc, read_corpus
 from seetjax.retrieval.evaluate import difference, evaluate_system, results_table
@@ -37,6 +36,7 @@ from seetjax.retrieval.index import INDEXES
 from seetjax.retrieval.retriever import BM25Retriever, DenseRetriever
 from seetjax.retrieval.sentence import QueryError, SentenceEncoder
 from seetjax.retrieval.train import TrainConfig, train, training_pairs
+from seetjax.runtime.cache import enable_compilation_cache
 
 COMMANDS = ("train", "eval", "search")
 

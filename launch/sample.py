@@ -14,12 +14,12 @@ import jax
 from absl import app, flags
 from flax import nnx
 
-from seetjax.base_model import resolve_model_path
-from seetjax.cache import enable_compilation_cache
-from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
-from seetjax.envs.bfcl_data import load_tasks
+from seetjax.defaults.base_model import resolve_model_path
+from seetjax.envs.bfcl.data import load_tasks
+from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
+from seetjax.runtime.cache import enable_compilation_cache
 from seetjax.sampling import Sampler, SamplingParams
 
 _MODEL = flags.DEFINE_string(

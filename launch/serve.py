@@ -56,7 +56,7 @@ for _name in ("max_queue", "max_context", "prefix_cache_tokens"):
 for _name in ("idle_timeout_s", "drain_timeout_s"):
     flags.register_validator(_name, lambda v: v > 0, f"--{_name} must be > 0")
 flags.register_validator("port", lambda v: 0 <= v <= 65535, "--port must be in [0, 65535]")
-# The names seetjax.base_model.resolve_model_path knows (not imported here: flags are checked
+# The names seetjax.defaults.base_model.resolve_model_path knows (not imported here: flags are checked
 # before anything heavy loads).
 flags.register_validator("model", lambda v: v in ("", "embedded", "embedded:base")
                          or Path(v).is_dir(),
@@ -69,13 +69,14 @@ def main(argv):
     del argv
     import uvicorn
 
-    from seetjax.base_model import resolve_model_path
-    from seetjax.cache import enable_compilation_cache
+    from seetjax.defaults.base_model import resolve_model_path
     from seetjax.models.hf import load_hf_checkpoint
     from seetjax.models.tokenizer import Tokenizer
-    from seetjax.serving.app import ServerConfig, create_app
+    from seetjax.runtime.cache import enable_compilation_cache
+    from seetjax.serving.app import create_app
     from seetjax.serving.chat import min_context
     from seetjax.serving.connections import uvicorn_config
+    from seetjax.serving.deps import ServerConfig
     from seetjax.serving.engine import Engine
 
     enable_compilation_cache()

@@ -11,10 +11,11 @@ Metrics go to
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from seetjax import sft
-from seetjax.cache import enable_compilation_cache
+from seetjax.defaults.base_model import resolve_model_path
 from seetjax.learner.checkpoint import DamagedCheckpoints
-from seetjax.workdir import WorkdirBusy
+from seetjax.runtime.cache import enable_compilation_cache
+from seetjax.runtime.workdir import WorkdirBusy
+from seetjax.sft import run as sft
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/sft.py", "Config file.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Checkpoints, metrics and the final model.",
@@ -29,8 +30,10 @@ def main(argv):
     enable_compilation_cache()
     if not flags.FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
+    config = _CONFIG.value
+    config.model.path = str(resolve_model_path(config.model.path))  # '' = the embedded default
     try:
-        sft.run(_CONFIG.value, _WORKDIR.value)
+        sft.run(config, _WORKDIR.value)
     except (DamagedCheckpoints, WorkdirBusy) as e:  # said in full: no traceback
         raise SystemExit(f"sft.py: {e}") from None
 

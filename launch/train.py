@@ -1,4 +1,4 @@
-"""Trains a tool-calling agent: SFT warm-up, SEET stages, evaluation (seetjax.trainer).
+"""Trains a tool-calling agent: SFT warm-up, SEET stages, evaluation (seetjax.rl.trainer).
 
     python launch/train.py --config=configs/tiny.py --workdir=runs/tiny
     python launch/train.py --config=configs/tiny.py --config.seet.start_stage=3 --workdir=runs/s3
@@ -18,10 +18,10 @@ import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from seetjax.cache import enable_compilation_cache
 from seetjax.learner.checkpoint import DamagedCheckpoints
-from seetjax.trainer import train
-from seetjax.workdir import DiskFull, WorkdirBusy
+from seetjax.rl.trainer import train
+from seetjax.runtime.cache import enable_compilation_cache
+from seetjax.runtime.workdir import DiskFull, WorkdirBusy
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/tiny.py", "Config file.")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/tiny", "Where checkpoints and reports go.")

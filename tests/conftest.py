@@ -9,7 +9,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from seetjax.cache import MIN_COMPILE_SECONDS, enable_compilation_cache  # noqa: E402
+from seetjax.runtime.cache import MIN_COMPILE_SECONDS, enable_compilation_cache  # noqa: E402
 
 # Every test process (xdist workers, the launches tests start) reads programs compiled before:
 # scripts that never call enable_compilation_cache (the learner's workers) through JAX's own
@@ -68,7 +68,7 @@ def hf_llama_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def embedded_dir():
-    from seetjax.models.embedded import embedded_model_dir
+    from seetjax.defaults.embedded import embedded_model_dir
     return embedded_model_dir()
 
 

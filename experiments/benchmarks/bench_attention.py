@@ -21,8 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from seetjax.defaults.embedded import embedded_model_dir
 from seetjax.models import Transformer, positions_from_mask
-from seetjax.models.embedded import embedded_model_dir
 from seetjax.models.hf import load_hf_checkpoint
 
 sys.path.insert(0, os.path.dirname(__file__))

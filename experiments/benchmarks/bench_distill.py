@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from seetjax.distill.config import parse_config
+from seetjax.distill.load import parse_config
 from seetjax.distill.pipeline import RunSummary, run_async
 
 sys.path.insert(0, str(Path(__file__).parent))

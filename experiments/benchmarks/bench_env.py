@@ -19,15 +19,15 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))  # for tests.eval.bfcl_reference, the wrapper of bfcl_eval's checker
+sys.path.insert(0, str(REPO))  # for tests.envs.bfcl.bfcl_reference, the wrapper of bfcl_eval's checker
 sys.path.insert(0, str(Path(__file__).parent))
 
 from report import add_row, cpu_machine  # noqa: E402
 
-from seetjax.envs.bfcl import BfclEnv  # noqa: E402
-from seetjax.envs.bfcl_data import CATEGORIES, load_category, load_tasks  # noqa: E402
-from seetjax.eval.bfcl_checker import check_entry  # noqa: E402
-from tests.eval.bfcl_reference import bfcl_check_strings  # noqa: E402
+from seetjax.envs.bfcl.checker import check_entry  # noqa: E402
+from seetjax.envs.bfcl.data import CATEGORIES, load_category, load_tasks  # noqa: E402
+from seetjax.envs.bfcl.env import BfclEnv  # noqa: E402
+from tests.envs.bfcl.bfcl_reference import bfcl_check_strings  # noqa: E402
 
 TITLE = "BFCL environment: replay of all 800 ground-truth entries (bench_env.py)"
 COLUMNS = ["date", "machine", "seetjax executor + checker, s", "bfcl_eval executor + checker, s",

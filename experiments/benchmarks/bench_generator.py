@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from report import add_row, cpu_machine  # noqa: E402
 
-from seetjax.envs.bfcl_data import CATEGORIES, BfclTask  # noqa: E402
+from seetjax.envs.bfcl.checker import check_entry  # noqa: E402
+from seetjax.envs.bfcl.data import CATEGORIES, BfclTask  # noqa: E402
 from seetjax.envs.generated import CLASSES, generate_tasks  # noqa: E402
-from seetjax.eval.bfcl_checker import check_entry  # noqa: E402
 
 TITLE = "Generated BFCL-format tasks: generation rate (bench_generator.py)"
 COLUMNS = ["date", "machine", "tasks", *(f"{c} tasks/s" for c in CATEGORIES), "all tasks/s",

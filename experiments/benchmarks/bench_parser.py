@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from report import add_row, cpu_machine  # noqa: E402
 
-from seetjax.envs.bfcl import BfclEnv  # noqa: E402
-from seetjax.envs.bfcl_data import load_tasks  # noqa: E402
+from seetjax.envs.bfcl.data import load_tasks  # noqa: E402
+from seetjax.envs.bfcl.env import BfclEnv  # noqa: E402
+from seetjax.envs.bfcl.official import decode_official  # noqa: E402
 from seetjax.tools.calls import ParseError, parse_python_calls  # noqa: E402
-from seetjax.tools.official import decode_official  # noqa: E402
 
 TITLE = "Long replies: python-format parsing and one environment step (bench_parser.py)"
 COLUMNS = ["date", "machine", "reply", "calls", "parse_python_calls, ms",

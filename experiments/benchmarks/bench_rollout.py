@@ -61,14 +61,15 @@ def main() -> None:
     import jax
     from flax import nnx
 
-    from seetjax.base_model import resolve_model_path
+    from seetjax.config.sections import load_config_file
+    from seetjax.defaults.base_model import resolve_model_path
     from seetjax.envs import registry
     from seetjax.models.hf import load_hf_checkpoint
     from seetjax.models.tokenizer import Tokenizer
+    from seetjax.rl.config import build_plan
     from seetjax.rollout.loop import Rollout, SamplerPolicy
     from seetjax.sampling import Sampler
     from seetjax.seet.config import default_stages
-    from seetjax.train_config import build_plan, load_config_file
 
     config = load_config_file(args.config)
     plan = build_plan(config)

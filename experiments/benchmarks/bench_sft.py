@@ -29,8 +29,8 @@ from seetjax.batch import TokenSequences, TrajectoryBatch
 from seetjax.data.bfcl_dialogs import bfcl_dialogs
 from seetjax.data.formatter import format_dialogs
 from seetjax.data.pipeline import PipelineConfig, SFTPipeline
+from seetjax.defaults.embedded import embedded_model_dir
 from seetjax.learner import create_learner, learner_config
-from seetjax.models.embedded import embedded_model_dir
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
 

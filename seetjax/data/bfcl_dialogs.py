@@ -23,8 +23,8 @@ from collections.abc import Iterable, Sequence
 
 from seetjax.data.dialogs import Dialog, listing
 from seetjax.envs.base import StepCode
-from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig, load_split
-from seetjax.envs.bfcl_data import CATEGORIES, BfclTask
+from seetjax.envs.bfcl.data import CATEGORIES, BfclTask
+from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig, load_split
 from seetjax.tools.calls import ToolCall
 
 

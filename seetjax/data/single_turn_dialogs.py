@@ -42,8 +42,8 @@ import numpy as np
 
 from seetjax.data.bfcl_dialogs import Closings, assistant_message
 from seetjax.data.dialogs import Dialog, listing
-from seetjax.envs.bfcl import BfclEnvConfig
-from seetjax.envs.bfcl_single import (
+from seetjax.envs.bfcl.env import BfclEnvConfig
+from seetjax.envs.bfcl.single_turn import (
     IRRELEVANCE,
     LIVE_AST,
     NON_LIVE_AST,
@@ -54,7 +54,7 @@ from seetjax.envs.bfcl_single import (
     parse_reply,
     underscored_names,
 )
-from seetjax.eval.single_turn_checker import SingleTurnResult, check
+from seetjax.envs.bfcl.single_turn_checker import SingleTurnResult, check
 from seetjax.retrieval.bfcl_tools import load_bfcl_tools, split_queries
 from seetjax.retrieval.corpus import ToolDoc, tool_doc
 from seetjax.retrieval.retriever import BM25Retriever

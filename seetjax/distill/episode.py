@@ -20,8 +20,8 @@ from seetjax.distill.pools import Pool
 from seetjax.distill.records import Turn, build_turns
 from seetjax.distill.scenarios import Scenario
 from seetjax.envs.base import EpisodeTrace
-from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
-from seetjax.eval.bfcl_checker import EntryResult
+from seetjax.envs.bfcl.checker import EntryResult
+from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig
 from seetjax.serving.client import chat_messages, reply_text
 from seetjax.tools.calls import ParseError, parse_tool_calls
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from seetjax.distill.config import ScenarioSpec
-from seetjax.envs.bfcl_data import CATEGORIES, BfclTask, load_func_docs
+from seetjax.envs.bfcl.data import CATEGORIES, BfclTask, load_func_docs
 from seetjax.envs.generated import Difficulty, generate_task
 from seetjax.envs.generated.vocab import SPLITS
 

@@ -16,7 +16,7 @@ import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from seetjax.envs.bfcl_data import BfclTask
+from seetjax.envs.bfcl.data import BfclTask
 from seetjax.tools.calls import ToolCall
 from seetjax.tools.executor import ToolExecutor
 from seetjax.tools.schema import ToolSchema

@@ -1,5 +1,5 @@
 """Distilled records into SFT dialogs (`seetjax.data.dialogs.Dialog`), closing the loop with
-`seetjax/sft.py` (`data.source=jsonl`, `data.paths=<the JSONL written here>`).
+`seetjax/sft/run.py` (`data.source=jsonl`, `data.paths=<the JSONL written here>`).
 
 Each record becomes one dialog: its system prompt, user turns, assistant messages with structured
 `tool_calls` (ids kept, arguments as JSON text) and `tool` results answering them, and the tools

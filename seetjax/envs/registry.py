@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from seetjax.envs.base import ToolEnv
-from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
+from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig
 from seetjax.envs.qa_search import run as qa_search
 from seetjax.envs.task_source import check_run_data, load_run_tasks
 

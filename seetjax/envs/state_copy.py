@@ -14,7 +14,7 @@ import sys
 import types
 from typing import Any
 
-from seetjax.envs.bfcl_data import api_class
+from seetjax.envs.bfcl.data import api_class
 
 # Not entered by the walk: deepcopy shares them rather than copying their insides.
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)

@@ -14,9 +14,9 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from seetjax.config_fields import field
-from seetjax.envs import bfcl
-from seetjax.envs.bfcl_data import CATEGORIES, BfclTask
+from seetjax.config.fields import checked_field
+from seetjax.envs.bfcl import env as bfcl
+from seetjax.envs.bfcl.data import CATEGORIES, BfclTask
 from seetjax.envs.generated import CLASSES, Difficulty, generate_tasks
 
 SOURCES = ("bfcl", "generated")
@@ -106,8 +106,8 @@ def load_run_tasks(section: Any, data: Mapping[str, Any], split: str, per_catego
 
 def source_of(data: Mapping[str, Any]) -> TaskSource:
     """The task source of a `data` section (`data.source`, `data.generated`), its fields named."""
-    field("data.source", lambda: TaskSource(data["source"]))
-    return field("data.generated", lambda: task_source(data["source"], **data["generated"]))
+    checked_field("data.source", lambda: TaskSource(data["source"]))
+    return checked_field("data.generated", lambda: task_source(data["source"], **data["generated"]))
 
 
 def check_run_data(section: Any, data: Mapping[str, Any], eval_splits: Mapping[str, int]) -> None:
@@ -117,9 +117,9 @@ def check_run_data(section: Any, data: Mapping[str, Any], eval_splits: Mapping[s
         if c not in CATEGORIES:
             raise ValueError(f"config.data.categories: {c!r} is not one of {CATEGORIES}")
     source = source_of(data)
-    field("data.split", lambda: source.resolve(data["split"]))
-    field("data.tasks_per_category",
-          lambda: source.check(data["split"], data["tasks_per_category"]))
+    checked_field("data.split", lambda: source.resolve(data["split"]))
+    checked_field("data.tasks_per_category",
+                  lambda: source.check(data["split"], data["tasks_per_category"]))
     for s, count in eval_splits.items():
-        field("eval.splits", lambda s=s: source.resolve(s))
-        field("eval.per_category", lambda s=s, count=count: source.check(s, count))
+        checked_field("eval.splits", lambda s=s: source.resolve(s))
+        checked_field("eval.per_category", lambda s=s, count=count: source.check(s, count))

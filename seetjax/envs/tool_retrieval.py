@@ -16,7 +16,7 @@ Retrievers. "bm25": Okapi BM25 (`bm25s`) over the pool's texts; "dense": a sente
 text. A turn's ranking is computed once per (task, turn, retriever) in the process, however many
 samples of a group, decodings or values of k read it.
 
-How an episode uses it is `seetjax.envs.bfcl.BfclEnv`'s business: the first turn's tools are the
+How an episode uses it is `seetjax.envs.bfcl.env.BfclEnv`'s business: the first turn's tools are the
 system prompt's, a later turn's new ones are listed in a user message (`tools_message`) as
 miss_func reveals tools, and only the turn's offered task tools are callable.
 """
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from seetjax.envs.bfcl_data import BfclTask
+from seetjax.envs.bfcl.data import BfclTask
 from seetjax.retrieval.corpus import doc_text
 from seetjax.tools import prompts
 from seetjax.tools.schema import ToolSchema

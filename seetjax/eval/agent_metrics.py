@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from seetjax.envs.base import EpisodeTrace
-from seetjax.eval.bfcl_checker import EntryResult
+from seetjax.envs.bfcl.checker import EntryResult
 from seetjax.rewards.agent import efficiency, timing, tool_f1
 from seetjax.seet.fpld import first_divergence
 

@@ -12,10 +12,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from seetjax.envs.bfcl import BfclEnvConfig
-from seetjax.envs.bfcl_data import CATEGORIES, BfclTask
+from seetjax.envs.bfcl.checker import BfclReport, EntryResult, entry_result, summarize
+from seetjax.envs.bfcl.data import CATEGORIES, BfclTask
+from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.eval.agent_metrics import AgentMetrics, agent_metrics
-from seetjax.eval.bfcl_checker import BfclReport, EntryResult, entry_result, summarize
 from seetjax.rollout.episode import Episode
 from seetjax.rollout.loop import Policy, Rollout
 from seetjax.seet.config import PLAIN_STAGE, StageConfig

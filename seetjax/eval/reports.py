@@ -1,7 +1,7 @@
 """Each environment's evaluation reports, by environment name: how a split's greedy episodes
 become a report (JSON), which of its figures are metrics and milestone-table columns, and the
-markdown of the final model's reports. The milestones (`seetjax.eval.milestones`) and report.md
-(`seetjax.run_report`) use them whatever the environment.
+markdown of the final model's reports. The milestones (`seetjax.rl.milestones`) and report.md
+(`seetjax.rl.report`) use them whatever the environment.
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
-from seetjax.envs.bfcl_data import BfclTask
+from seetjax.envs.bfcl.data import BfclTask
+from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig
 from seetjax.envs.tool_retrieval import offered_docs
 from seetjax.eval.evaluate import SplitReport
 from seetjax.models.tokenizer import Tokenizer
@@ -96,7 +96,7 @@ def markdown(rows: Sequence[SweepRow]) -> str:
 def plot(rows: Sequence[SweepRow], out: str | Path, title: str = "") -> Path:
     """Accuracy and ground-truth recall against mean prompt tokens, a line per split, each point
     labelled with its k."""
-    from seetjax.plots import plt, save_figure  # pyplot with the files-only backend
+    from seetjax.report.plots import plt, save_figure  # pyplot with the files-only backend
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), squeeze=False)
     for ax, (field, name) in zip(axes.flat, (("overall", "BFCL multi-turn overall (%)"),

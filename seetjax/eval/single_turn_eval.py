@@ -19,8 +19,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from seetjax.envs.bfcl import BfclEnvConfig
-from seetjax.envs.bfcl_single import (
+from seetjax.envs.bfcl.env import BfclEnvConfig
+from seetjax.envs.bfcl.single_turn import (
     CATEGORIES,
     IRRELEVANCE,
     LIVE_AST,
@@ -31,8 +31,8 @@ from seetjax.envs.bfcl_single import (
     parse_reply,
     underscored_names,
 )
+from seetjax.envs.bfcl.single_turn_checker import SingleTurnResult, check
 from seetjax.eval.evaluate import SplitReport, split_label
-from seetjax.eval.single_turn_checker import SingleTurnResult, check
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rollout.chat import Conversation
 from seetjax.rollout.episode import EpisodeLimits

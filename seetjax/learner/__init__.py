@@ -1,4 +1,7 @@
-"""The jitted, sharded, checkpointed learner: train state, optimizer, update step, checkpoints."""
+"""The jitted, sharded, checkpointed learner: train state, optimizer, update step, checkpoints.
+
+Imports `losses`, `models`, `runtime` and `batch`; never environments or the rollout.
+"""
 
 from seetjax.learner.config import ALGORITHMS, LearnerConfig, LossTerm, OptimizerConfig, learner_config
 from seetjax.learner.learner import Learner, create_learner, validate_batch

@@ -34,7 +34,7 @@ from jax.experimental import multihost_utils
 from orbax.checkpoint import checkpoint_managers
 
 from seetjax.learner.state import TrainState
-from seetjax.workdir import DISK_FULL
+from seetjax.runtime.workdir import DISK_FULL
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,6 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
-from seetjax import sharding
 from seetjax.batch import TokenSequences, TrajectoryBatch
 from seetjax.learner import packing, targets
 from seetjax.learner import sharding as learner_sharding
@@ -39,6 +38,7 @@ from seetjax.learner.step import gradients, train_step
 from seetjax.learner.throughput import peak_flops, throughput
 from seetjax.models.config import ModelConfig
 from seetjax.models.transformer import Transformer
+from seetjax.runtime import sharding
 
 
 class Learner:

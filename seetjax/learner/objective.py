@@ -65,8 +65,9 @@ def batch_totals(prepared: Prepared) -> Totals:
     return Totals(tokens, pair_tokens, pair_weight)
 
 
-class Model:
-    """The model of one step: graphdef plus the frozen states around the trainable ones."""
+class StepModel:
+    """The model as one update runs it: the graph def, the frozen states around the trainable
+    ones and the reference states; the trainable states come in as an argument."""
 
     def __init__(self, graphdef: nnx.GraphDef, frozen: nnx.State, reference: tuple[nnx.State, ...],
                  config: LearnerConfig):
@@ -115,7 +116,7 @@ def flop_tokens(cfg: LearnerConfig, batch: TrajectoryBatch) -> Array:
     return total
 
 
-def prepare(model: Model, params: nnx.State, batch: TrajectoryBatch, chunks: int,
+def prepare(model: StepModel, params: nnx.State, batch: TrajectoryBatch, chunks: int,
             map_rows: Callable[[Callable, Any, int], Any]) -> tuple[Prepared, dict]:
     """Fills what the loss terms need and the batch lacks (no gradients flow here), then runs
     the advantage estimator. `map_rows(f, tree, chunks)` applies f chunk by chunk over rows."""
@@ -141,7 +142,7 @@ def prepare(model: Model, params: nnx.State, batch: TrajectoryBatch, chunks: int
     return prepared, metrics
 
 
-def _pair_reference(model: Model, batch: TrajectoryBatch, chunks: int, map_rows):
+def _pair_reference(model: StepModel, batch: TrajectoryBatch, chunks: int, map_rows):
     def sums(seqs_and_mask):
         seqs, mask = seqs_and_mask
         return masked_sums(model.outputs(model.reference, seqs).logprobs, mask)
@@ -247,7 +248,7 @@ _TERMS = {"policy_gradient": _policy_gradient, "value": _value, "sft": _sft, "dp
 _SEQUENCE_TERMS = ("policy_gradient", "value", "sft")
 
 
-def micro_objective(trainable: nnx.State, model: Model, micro: Prepared,
+def micro_objective(trainable: nnx.State, model: StepModel, micro: Prepared,
                     t: Totals) -> tuple[Array, dict]:
     """Weighted sum of the configured loss terms on one micro-batch, and their metrics."""
     cfg = model.config

@@ -16,8 +16,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from seetjax import sharding
 from seetjax.models.config import ModelConfig
+from seetjax.runtime import sharding
 
 Rules = Sequence[tuple[str, Sequence[str]]]
 

@@ -22,11 +22,11 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh
 
-from seetjax import sharding
 from seetjax.batch import TrajectoryBatch
 from seetjax.learner.config import LearnerConfig
-from seetjax.learner.objective import Model, Totals, batch_totals, flop_tokens, micro_objective, prepare
+from seetjax.learner.objective import StepModel, Totals, batch_totals, flop_tokens, micro_objective, prepare
 from seetjax.learner.state import TrainState
+from seetjax.runtime import sharding
 
 Array = jax.Array
 
@@ -71,12 +71,12 @@ def _keep_if(ok: Array, new: Any, old: Any) -> Any:
 
 
 def _layout(graphdef: nnx.GraphDef, config: LearnerConfig, mesh: Mesh, rules, state: TrainState,
-            batch: TrajectoryBatch) -> tuple[Model, Any, Totals, dict]:
+            batch: TrajectoryBatch) -> tuple[StepModel, Any, Totals, dict]:
     """Everything fixed before the updates: the prepared batch as [U, M, rows, ...] chunks (U
     mini-batches of M micro-batches), each mini-batch's totals [U], and the batch metrics."""
     updates, micros = config.mini_batches, config.micro_batches
     chunks = RowChunks(mesh, rules)
-    model = Model(graphdef, state.frozen, reference_states(state, config), config)
+    model = StepModel(graphdef, state.frozen, reference_states(state, config), config)
     prepared, metrics = prepare(model, state.params, batch, updates * micros, chunks.map)
     layout = jax.tree.map(lambda x: x.reshape(updates, micros, *x.shape[1:]),
                           chunks.split(prepared, updates * micros))
@@ -95,7 +95,7 @@ def gradient_variance(squares: Array, total: nnx.State, m: int) -> Array:
     return m / (m - 1) * (m * squares - jnp.square(optax.tree.norm(total)))
 
 
-def minibatch_gradients(model: Model, params: nnx.State, micro_batches: Any,
+def minibatch_gradients(model: StepModel, params: nnx.State, micro_batches: Any,
                         t: Totals) -> tuple[nnx.State, dict]:
     """Gradients and metrics summed over the micro-batches [M, rows, ...] of one mini-batch:
     the mini-batch's global weighted mean, since every share is normalised by `t`; and

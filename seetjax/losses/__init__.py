@@ -3,6 +3,8 @@
 Losses: "sft", "policy_gradient" (PPO/GRPO/DAPO/GSPO/REINFORCE/RLOO surrogate, KL, entropy),
 "value" (PPO), "dpo", "counterfactual" (SEET slow loop). Advantage estimators (kind "advantage"):
 "grpo", "rloo", "reinforce", "gae". Importing this package registers them all.
+
+Imports nothing of seetjax: losses read arrays.
 """
 
 from seetjax.losses import advantages, counterfactual, dpo, policy_gradient, sft, value

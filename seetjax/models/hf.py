@@ -21,11 +21,11 @@ import safetensors.numpy
 from flax import nnx
 from jax.sharding import Mesh
 
-from seetjax import sharding
 from seetjax.models.config import ModelConfig, RopeScaling
 from seetjax.models.lora import has_lora, lora_layers, merge_lora
 from seetjax.models.safetensors_io import SafetensorsReader, write_sharded
 from seetjax.models.transformer import Transformer
+from seetjax.runtime import sharding
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx, struct
 
-from seetjax import sharding
 from seetjax.models.attention import cached_attention, causal_blocked_attention
 from seetjax.models.config import ModelConfig
+from seetjax.runtime import sharding
 
 Array = jax.Array
 

@@ -12,4 +12,7 @@ an exact index, BFCL's single-turn tools as corpus and queries, ranking metrics.
     train.py       the jitted contrastive training loop, resumable
     metrics.py     Recall@k, NDCG@k, MRR, bootstrap intervals, AUROC
     evaluate.py    systems x test sets -> a table
+
+A library the environments call. Imports `learner` (the training loop's optimizer and
+checkpoints), `models` and `report`; never `envs` or anything above.
 """

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from seetjax.bootstrap import bootstrap_interval
+from seetjax.report.bootstrap import bootstrap_interval
 from seetjax.retrieval.bfcl_tools import Query, Split
 from seetjax.retrieval.metrics import METRICS, auroc, per_query
 from seetjax.retrieval.retriever import Retriever

@@ -1,4 +1,4 @@
-"""Ranking metrics per query, with binary relevance (intervals of their means: seetjax.bootstrap).
+"""Ranking metrics per query, with binary relevance (intervals of their means: seetjax.report.bootstrap).
 
 For a ranking r_1, r_2, ... of query q with gold set G:
 - Recall@k = |G ∩ {r_1..r_k}| / |G|

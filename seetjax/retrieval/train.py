@@ -29,7 +29,7 @@ from seetjax.learner.checkpoint import Checkpointer
 from seetjax.learner.config import OptimizerConfig
 from seetjax.learner.optimizer import make_optimizer
 from seetjax.learner.state import TrainState, new_train_state
-from seetjax.metrics import MetricsWriter
+from seetjax.report.metrics import MetricsWriter
 from seetjax.retrieval.corpus import ToolDoc
 from seetjax.retrieval.encoder import BertEncoder, embed
 from seetjax.retrieval.loss import info_nce

@@ -1,7 +1,10 @@
 """Rewards computed from an episode record (`EpisodeTrace`): EnvTuning's progress and format
 rewards, per-step shaping from step codes, the five-component agent reward with penalties, the
 run's choice among them (`RewardConfig`, `assigned_rewards`), and what keeps them from being
-gamed (`gaming`: progress toward a turn's ground truth, and the hack detectors' metrics)."""
+gamed (`gaming`: progress toward a turn's ground truth, and the hack detectors' metrics).
+
+Imports `envs` (the episode record and BFCL's checker); never `rollout` or anything above.
+"""
 
 from seetjax.rewards.agent import AgentReward, AgentRewardConfig, agent_reward
 from seetjax.rewards.envtuning import (

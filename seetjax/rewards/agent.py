@@ -48,7 +48,7 @@ from collections import Counter
 from dataclasses import dataclass, fields
 
 from seetjax.envs.base import EpisodeTrace, StepCode
-from seetjax.eval.bfcl_checker import first_failure
+from seetjax.envs.bfcl.checker import first_failure
 from seetjax.rewards.envtuning import progress_reward
 from seetjax.rewards.gaming import failed_attempts, matched_calls, silenced
 

@@ -9,7 +9,7 @@ that token is handed to the sampler ahead of the next observation, so every late
 in exactly the context the learner scores it in. Only reply tokens carry loss. A failed attempt
 (retried or intercepted by SEET) can be masked (kept in the sequence without loss) or left out of
 the training sequence altogether while staying in the generation context (then the sampler's
-log-probs of later replies are not the learner's: see `seetjax.train_config`).
+log-probs of later replies are not the learner's: see `seetjax.rl.config`).
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 
-from seetjax.envs.bfcl import BfclEnvConfig
 from seetjax.envs.capabilities import ScoresEpisodes
 from seetjax.envs.registry import make_env, spec_of
 from seetjax.models.tokenizer import Tokenizer
@@ -76,27 +75,6 @@ class SamplerPolicy:
         return completions
 
 
-class ScriptedPolicy:
-    """Replies chosen by a function of the row (for tests and ground-truth replays): each reply
-    is the text's ids plus the stop token, with logprob 0."""
-
-    def __init__(self, tokenizer: Tokenizer, respond: Callable[[int], str]):
-        self.tokenizer, self.respond = tokenizer, respond
-
-    def start(self, prompts: Sequence[Sequence[int]]) -> None:
-        pass
-
-    def generate(self, rows: Sequence[int], chunks: Sequence[Sequence[int]],
-                 max_new_tokens: Sequence[int]) -> list[Completion]:
-        out = []
-        for row, limit in zip(rows, max_new_tokens):
-            ids = self.tokenizer.encode(self.respond(row)) + [self.tokenizer.reply_end_id]
-            ids = ids[:limit]
-            stopped = ids[-1:] == [self.tokenizer.reply_end_id]
-            out.append(Completion(ids, [0.0] * len(ids), "stop" if stopped else "length"))
-        return out
-
-
 @dataclasses.dataclass(frozen=True)
 class RolloutConfig:
     """decode_chunk: 0 samples each reply in one policy call, every live row in lock step until
@@ -107,7 +85,7 @@ class RolloutConfig:
     batch shapes); only the batching and the random draws differ."""
 
     group_size: int = 4
-    env: Any = BfclEnvConfig(prompt_style="compact")  # a registered environment's section
+    env: Any = dataclasses.field(kw_only=True)  # a registered environment's section, always named
     limits: EpisodeLimits = EpisodeLimits()
     num_threads: int = 8
     reward: RewardConfig = RewardConfig()  # the reward the episodes are scored with

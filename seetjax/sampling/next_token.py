@@ -44,7 +44,7 @@ def sample_next_token(logits: jax.Array, rng: jax.Array,
     the quantity a learner recomputes from the same logits and temperature, but, with top_k > 0
     or top_p < 1, not the log-probability of the distribution actually sampled from (which is
     higher by -log of the kept mass). Importance ratios built on it are then biased, so training
-    configs with a policy-gradient loss refuse top-k/top-p (`seetjax.train_config`); evaluation
+    configs with a policy-gradient loss refuse top-k/top-p (`seetjax.rl.config`); evaluation
     and plain generation may use them.
     """
     logits = logits.astype(jnp.float32)

@@ -22,8 +22,8 @@ import numpy as np
 from flax import nnx, struct
 from jax.sharding import Mesh
 
-from seetjax import sharding
 from seetjax.models.transformer import KVCache, Transformer
+from seetjax.runtime import sharding
 from seetjax.sampling.next_token import SamplingParams, sample_next_token
 
 Array = jax.Array

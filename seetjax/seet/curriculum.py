@@ -14,7 +14,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from seetjax.config_fields import as_dataclass
+from seetjax.config.fields import as_dataclass
 from seetjax.seet.config import StageConfig
 
 STAGE_KEYS = ("stage1", "stage2", "stage3", "stage4")

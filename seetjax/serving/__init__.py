@@ -1,2 +1,7 @@
 """Serving seetjax policies: a continuous-batching engine (`engine.py`, no HTTP) and an
-OpenAI-compatible chat-completions server on it (`app.py`, FastAPI)."""
+OpenAI-compatible chat-completions server on it (`app.py`, FastAPI).
+
+`deps.py` holds what the routes share; `client.py` plays BFCL through any endpoint.
+Imports `sampling`, `models`, `tools`, `rollout`, `envs` and `eval` (the client); never `sft`
+(same layer), `distill` or `rl`.
+"""

@@ -11,60 +11,17 @@ stops with the app (its lifespan).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hmac
 import json
-import time
 from collections.abc import AsyncIterator
-from typing import Annotated
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from seetjax.serving.chat import ChatFormat, TokenText
+from seetjax.serving.deps import Server, ServerConfig
 from seetjax.serving.engine import Engine
 from seetjax.serving.errors import APIError, error_body, install_error_handlers
-
-
-@dataclasses.dataclass(frozen=True)
-class ServerConfig:
-    """model_name: the id clients send as `model`; api_key: with it, every /v1 request needs
-    `Authorization: Bearer <api_key>` (checked before anything else); max_request_bytes: larger
-    bodies get 413; max_tokens_limit: the most completion tokens one choice may ask for (default
-    when a request gives none: this, or what is left of the context)."""
-
-    model_name: str
-    api_key: str | None = None
-    max_request_bytes: int = 4 << 20
-    max_tokens_limit: int = 4096
-
-    def __post_init__(self):
-        if not self.model_name:
-            raise ValueError("ServerConfig.model_name must be non-empty")
-        if self.max_request_bytes < 1 or self.max_tokens_limit < 1:
-            raise ValueError("ServerConfig.max_request_bytes and max_tokens_limit must be >= 1")
-
-
-class Server:
-    """What the routes share: the engine, the chat format and the config."""
-
-    def __init__(self, engine: Engine, config: ServerConfig):
-        self.engine, self.config = engine, config
-        self.format = ChatFormat(engine.tokenizer)
-        self.token_text = TokenText(engine.tokenizer)
-        self.created = int(time.time())
-
-    def check_model(self, model: str) -> None:
-        if model != self.config.model_name:
-            raise APIError(404, f"The model `{model}` does not exist; this server serves "
-                           f"`{self.config.model_name}`.", param="model", code="model_not_found")
-
-
-def get_server(request: Request) -> Server:
-    return request.app.state.server
-
-
-ServerDep = Annotated[Server, Depends(get_server)]
+from seetjax.serving.routes import chat, health, models
 
 
 class ApiKeyAuth:
@@ -134,8 +91,6 @@ class BodySizeLimit:
 
 def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
     """The app; starting it (uvicorn) starts the engine's decode thread, stopping it stops it."""
-    from seetjax.serving.routes import chat, health, models
-
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # An engine already running belongs to someone else (another app, a rollout): the app

@@ -1,4 +1,7 @@
-"""Tool calls, schemas, prompt renderings and safe execution (plain Python, no JAX)."""
+"""Tool calls, schemas, prompt renderings and safe execution (plain Python, no JAX).
+
+Imports nothing of seetjax; environments, SEET, data and serving build on it.
+"""
 
 from seetjax.tools.calls import ParseError, ToolCall, parse_tool_calls
 from seetjax.tools.executor import ExecutionErrorKind, ExecutionResult, ToolExecutor

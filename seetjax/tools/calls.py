@@ -8,7 +8,7 @@ number per message, text around them allowed; ``json``, an object ``{"name": ...
 {...}}`` or a list of them. Values are literals only: Python text is read with `ast.parse` and
 every node is checked to be a literal (string, number, bool, None, list, tuple, dict; a tuple
 stays a tuple); nothing is evaluated. Positional arguments get their parameter names from the
-tool's schema (BFCL's own decoder drops them; `seetjax.tools.official` decodes as BFCL does).
+tool's schema (BFCL's own decoder drops them; `seetjax.envs.bfcl.official` decodes as BFCL does).
 A dotted tool name (`math.factorial(n=5)`, as BFCL's single-turn tools are named) is read only
 where `schemas` documents it; any other attribute access is refused.
 

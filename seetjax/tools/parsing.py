@@ -1,5 +1,6 @@
-"""What every tool-call parser shares (seetjax.tools.calls, json_calls, official): the `ParseError`
-a parser returns, the `Reject` raised inside one, the message body, the bounds on scalar values.
+"""What every tool-call parser shares (seetjax.tools.calls, json_calls, and BFCL's official
+decoding in seetjax.envs.bfcl.official): the `ParseError` a parser returns, the `Reject` raised
+inside one, the message body, the bounds on scalar values.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import pytest
 from seetjax.data.bfcl_dialogs import Closings, bfcl_dialogs
 from seetjax.data.dialogs import Dialog, num_calls, read_jsonl, tool_calls, write_jsonl
 from seetjax.data.formatter import format_dialog
-from seetjax.envs.bfcl_data import load_tasks
+from seetjax.envs.bfcl.data import load_tasks
 from seetjax.tools.calls import ToolCall, parse_tool_calls
 
 

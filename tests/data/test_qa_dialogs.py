@@ -14,7 +14,8 @@ from seetjax.envs.qa_search.run import QASearchRunConfig
 from seetjax.eval.evaluate import EVAL_STAGE
 from seetjax.rewards import RewardConfig
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig
+from tests.rollout.scripted import ScriptedPolicy
 
 SECTION = QASearchRunConfig(world_passages=40, max_hops=3, snippet_words=20, default_k=2)
 

@@ -6,15 +6,17 @@ import dataclasses
 
 import pytest
 
+from seetjax.config.sections import load_config_file
 from seetjax.data.formatter import format_dialogs
 from seetjax.data.qa_dialogs import oracle_dialogs
 from seetjax.envs.qa_search.run import QASearchRunConfig, load_tasks
 from seetjax.eval.evaluate import EVAL_STAGE
 from seetjax.rewards import RewardConfig
+from seetjax.rl.config import build_plan
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import RolloutConfig, ScriptedPolicy
+from seetjax.rollout.loop import RolloutConfig
 from seetjax.rollout.multi_agent import MultiAgentConfig, MultiAgentRollout
-from seetjax.train_config import build_plan, load_config_file
+from tests.rollout.scripted import ScriptedPolicy
 
 SECTION = QASearchRunConfig(world_passages=40, min_hops=1, max_hops=3, snippet_words=20,
                             default_k=2)
@@ -87,7 +89,7 @@ def test_team_dialogs_are_what_team_rollouts_train_on(tokenizer):
 
 
 def test_the_qa_team_source_is_validated_with_its_field_named():
-    from seetjax.sft import validate
+    from seetjax.sft.config import validate
     config = load_config_file("configs/qa_multi_agent.py")
     assert build_plan(config).multi_agent.max_rounds == 3
     sft = config.sft.run

@@ -17,8 +17,8 @@ from seetjax.data.single_turn_dialogs import (
     single_turn_dialogs,
 )
 from seetjax.data.weighting import DEFAULT_TASK_WEIGHTS, effective_weights
-from seetjax.envs.bfcl import BfclEnvConfig
-from seetjax.envs.bfcl_single import IRRELEVANCE, load_tasks
+from seetjax.envs.bfcl.env import BfclEnvConfig
+from seetjax.envs.bfcl.single_turn import IRRELEVANCE, load_tasks
 from seetjax.tools.calls import ToolCall
 
 STYLES = [BfclEnvConfig(prompt_style="bfcl"), BfclEnvConfig(prompt_style="native"),

@@ -7,7 +7,8 @@ import copy
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from seetjax.distill.config import DistillConfig, parse_config
+from seetjax.distill.config import DistillConfig
+from seetjax.distill.load import parse_config
 from seetjax.distill.scenarios import scenario_stream
 from seetjax.distill.servers import Oracle, oracle_app
 from tests.serving.servinglib import LiveServer

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from seetjax.distill.config import ConfigError, apply_overrides, load_config, parse_config
+from seetjax.distill.config import ConfigError
+from seetjax.distill.load import apply_overrides, load_config, parse_config
 from tests.distill.distilllib import endpoint, raw_config
 
 ROOT = Path(__file__).resolve().parents[2]

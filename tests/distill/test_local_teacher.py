@@ -6,8 +6,8 @@ reasons while the oracle's are accepted, in one run that ends in SFT dialogs."""
 import ml_collections
 import pytest
 
-from seetjax.distill.config import parse_config
 from seetjax.distill.endpoints import PreflightError, RunBudget
+from seetjax.distill.load import parse_config
 from seetjax.distill.pipeline import run
 from seetjax.distill.pools import Pool
 from seetjax.distill.to_sft import convert_output
@@ -22,7 +22,7 @@ SHORT = {"temperature": 0.0, "max_tokens": 24, "seed": 0}
 @pytest.mark.slow
 def test_served_model_and_oracle_teach_one_run_into_sft_dialogs(tmp_path, server, tokenizer):
     from seetjax.data.formatter import format_dialogs
-    from seetjax.sft import load_dialogs
+    from seetjax.sft.run import load_dialogs
 
     raw = raw_config(tmp_path / "out", [{"family": "telecom", "quota": 6, "difficulty": "easy"}],
                      teachers=[endpoint("local", server.url, MODEL_NAME, provider="seetjax",
@@ -67,7 +67,8 @@ def test_a_reviewer_answering_prose_is_asked_again_then_rejected(tmp_path, serve
 
 
 def test_preflight_names_an_endpoint_whose_key_is_refused(tmp_path, engine, monkeypatch):
-    from seetjax.serving.app import ServerConfig, create_app
+    from seetjax.serving.app import create_app
+    from seetjax.serving.deps import ServerConfig
 
     keyed = create_app(engine, ServerConfig(model_name=MODEL_NAME, api_key="right-key"))
     raw = raw_config(tmp_path / "out", [{"family": "telecom", "quota": 0}],

@@ -4,9 +4,9 @@ and its own review count."""
 
 import asyncio
 
-from seetjax.distill.config import parse_config
 from seetjax.distill.endpoints import RunBudget
 from seetjax.distill.episode import play
+from seetjax.distill.load import parse_config
 from seetjax.distill.pools import Pool
 from seetjax.distill.prompts import system_prompt
 from seetjax.distill.review import review

@@ -11,15 +11,15 @@ import ml_collections
 import pytest
 
 from seetjax.distill.analytics import write_report
-from seetjax.distill.config import parse_config
 from seetjax.distill.endpoints import PreflightError, RunBudget
+from seetjax.distill.load import parse_config
 from seetjax.distill.pipeline import run, run_async
 from seetjax.distill.pools import Pool
 from seetjax.distill.scenarios import scenario_stream
 from seetjax.distill.servers import fault_app, oracle_app, review_script
 from seetjax.distill.to_sft import convert_output
 from seetjax.distill.writer import read_outcomes, read_records
-from seetjax.eval.bfcl_checker import check_entry
+from seetjax.envs.bfcl.checker import check_entry
 from seetjax.tools.calls import ToolCall
 from tests.distill.distilllib import GENERATED, endpoint, live_oracle, raw_config, with_urls
 from tests.serving.servinglib import LiveServer
@@ -41,7 +41,7 @@ def _trajectory(record):
 def test_oracle_run_gives_checked_records_in_identical_shards_and_sft_dialogs(tmp_path,
                                                                              tokenizer):
     from seetjax.data.formatter import format_dialogs
-    from seetjax.sft import load_dialogs
+    from seetjax.sft.run import load_dialogs
 
     raw = raw_config(tmp_path / "out", FOUR_FAMILIES, concurrency={"max_workers": 4},
                      language_policy={"require_chinese_summary": True},

@@ -6,8 +6,8 @@ import pytest
 from seetjax.distill.config import ScenarioSpec
 from seetjax.distill.scenarios import FAMILIES, scenario_ids, scenario_stream
 from seetjax.distill.telecom import BACKEND, telecom_task
-from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
-from seetjax.eval.bfcl_checker import check_entry
+from seetjax.envs.bfcl.checker import check_entry
+from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig
 from tests.distill.distilllib import GENERATED
 
 

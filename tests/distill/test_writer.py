@@ -3,7 +3,7 @@ losing or repeating a committed record."""
 
 import pytest
 
-from seetjax.distill.config import parse_config
+from seetjax.distill.load import parse_config
 from seetjax.distill.pipeline import run
 from seetjax.distill.records import Outcome
 from seetjax.distill.writer import JOURNAL, ShardWriter, read_outcomes, read_records

@@ -10,8 +10,9 @@ import json
 import pytest
 
 from seetjax.envs.base import StepCode
-from seetjax.envs.bfcl import BfclEnv
-from seetjax.envs.bfcl_data import CATEGORIES, class_schemas, load_category
+from seetjax.envs.bfcl.checker import check_entry
+from seetjax.envs.bfcl.data import CATEGORIES, class_schemas, load_category
+from seetjax.envs.bfcl.env import BfclEnv
 from seetjax.envs.generated import (
     CLASSES,
     Difficulty,
@@ -23,8 +24,7 @@ from seetjax.envs.generated import (
 )
 from seetjax.envs.generated.plans import DOMAIN_CLASSES, plausible
 from seetjax.envs.generated.vocab import KINDS, vocab
-from seetjax.eval.bfcl_checker import check_entry
-from tests.eval.bfcl_reference import bfcl_check
+from tests.envs.bfcl.bfcl_reference import bfcl_check
 
 SPLITS = ("train", "test")
 PER_CELL = 20

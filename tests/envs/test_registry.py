@@ -4,9 +4,9 @@ import ml_collections
 import pytest
 
 from seetjax.envs import registry
-from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig, load_split
+from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig, load_split
 from seetjax.envs.capabilities import GroundTruth, Hints, ReadsCalls, Rewindable
-from seetjax.train_config import default_config, env_of
+from seetjax.rl.config import default_config, env_of
 
 
 def test_bfcl_is_the_default_environment():

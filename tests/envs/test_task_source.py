@@ -2,8 +2,8 @@
 
 import pytest
 
-from seetjax.envs.bfcl import load_split
-from seetjax.envs.bfcl_data import CATEGORIES
+from seetjax.envs.bfcl.data import CATEGORIES
+from seetjax.envs.bfcl.env import load_split
 from seetjax.envs.generated import generate_tasks
 from seetjax.envs.task_source import VALIDATION_START, TaskSource, task_source
 

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from seetjax.config.sections import load_config_file
 from seetjax.envs import tool_retrieval
 from seetjax.envs.base import StepCode
-from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
-from seetjax.envs.bfcl_data import load_tasks
+from seetjax.envs.bfcl.data import load_tasks
+from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig
+from seetjax.rl.config import build_plan
 from seetjax.tools import prompts
 from seetjax.tools.executor import ExecutionErrorKind
-from seetjax.train_config import build_plan, load_config_file
 
 BASE0 = load_tasks("base")[0]  # turn 0 asks for cd/mkdir/mv
 MISS_FUNC0 = load_tasks("miss_func")[0]  # `sort` held out, revealed at turn 3

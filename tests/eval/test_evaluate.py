@@ -2,9 +2,12 @@
 
 import json
 
-from seetjax.envs.bfcl import BfclEnvConfig, load_split
+from seetjax.envs.bfcl.env import BfclEnvConfig, load_split
 from seetjax.eval.evaluate import EVAL_STAGE, markdown, report, write_reports
-from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig
+from tests.rollout.scripted import ScriptedPolicy
+
+COMPACT = BfclEnvConfig(prompt_style="compact")  # the environment section of these rollouts
 
 
 def ground_truth_policy(tokenizer, episodes, skip_category=None):
@@ -49,7 +52,7 @@ def test_evaluation_errors_are_bfcl_raw_until_force_termination(tokenizer):
     """Evaluation shows the API's raw error (no stage marker, no hint, no retry); a policy that
     keeps failing is force-terminated after BFCL's step limit, every turn judged failed."""
     task = load_split("test", per_category=1)[0]
-    rollout = Rollout(tokenizer, RolloutConfig(group_size=1))
+    rollout = Rollout(tokenizer, RolloutConfig(env=COMPACT, group_size=1))
     episodes = rollout.episodes([task], EVAL_STAGE, progress=1.0, seed=0)
     rollout.play(episodes, ScriptedPolicy(tokenizer, lambda row: "[no_such_tool(x=1)]"))
     episode = episodes[0]

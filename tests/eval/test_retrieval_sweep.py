@@ -1,7 +1,7 @@
 """The retrieval sweep's measures: ground-truth recall on a scripted toolset, prompt tokens."""
 
-from seetjax.envs.bfcl import BfclEnvConfig
-from seetjax.envs.bfcl_data import load_tasks
+from seetjax.envs.bfcl.data import load_tasks
+from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.eval import retrieval_sweep
 from seetjax.tools import prompts
 

@@ -4,15 +4,15 @@ import json
 
 import pytest
 
-from seetjax.envs import bfcl_single
-from seetjax.envs.bfcl import BfclEnvConfig
+from seetjax.envs.bfcl import single_turn as bfcl_single
+from seetjax.envs.bfcl.env import BfclEnvConfig
+from seetjax.envs.bfcl.single_turn_checker import SingleTurnResult, check
 from seetjax.eval import single_turn_eval
 from seetjax.eval.evaluate import SplitReport
-from seetjax.eval.single_turn_checker import SingleTurnResult, check
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import ScriptedPolicy
 from seetjax.tools.prompts import PROMPT_STYLES
-from tests.eval.single_turn_perturb import ground_truth
+from tests.envs.bfcl.single_turn_perturb import ground_truth
+from tests.rollout.scripted import ScriptedPolicy
 
 
 def _reply(task, config):

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from seetjax.train_config import build_plan
+from seetjax.rl.config import build_plan
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def test_summary_tables_and_figures(ablate, tmp_path):
 
 
 def test_unset_flags_keep_the_configs_values(ablate):
-    from seetjax.train_config import load_config_file
+    from seetjax.config.sections import load_config_file
 
     own = load_config_file(ablate.ROOT / "configs" / "qa_search.py")
     unset = Namespace(steps=None, questions=None, tasks_per_step=None, eval_questions=None,
@@ -157,7 +157,7 @@ def test_another_config_file_is_every_cells_start(ablate, tmp_path):
     """--config: the grid runs another QA config (here one whose warm-up averages each row's
     token mean), and the summary's command names it."""
     mine = tmp_path / "mine.py"
-    mine.write_text(f"""from seetjax.train_config import load_config_file
+    mine.write_text(f"""from seetjax.config.sections import load_config_file
 
 
 def get_config():

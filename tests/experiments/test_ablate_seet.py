@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from seetjax.bootstrap import expanded_confidence
-from seetjax.eval.bfcl_checker import EMPTY_TURN
+from seetjax.envs.bfcl.checker import EMPTY_TURN
+from seetjax.report.bootstrap import expanded_confidence
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -112,7 +112,7 @@ def test_shards_split_the_grid(grid, ablate):
 @pytest.mark.parametrize("variant", ["grpo", "seet", "seet_no_hints", "seet_no_interception",
                                      "seet_no_anchors", "seet_no_curriculum"])
 def test_every_variant_is_a_valid_plan(ablate, variant, tmp_path):
-    from seetjax.train_config import build_plan
+    from seetjax.rl.config import build_plan
 
     args = ablate.parse_args(["--out", str(tmp_path), "--policy_tokens=500", "--max_steps=9"])
     config = ablate.cell_config(variant, 3, tmp_path / "warm", args)
@@ -122,7 +122,7 @@ def test_every_variant_is_a_valid_plan(ablate, variant, tmp_path):
 
 
 def test_curriculum_is_the_configs_unless_steps_lay_it(ablate, tmp_path):
-    from seetjax.train_config import load_config_file
+    from seetjax.config.sections import load_config_file
 
     main_job = load_config_file(ablate.ROOT / "configs" / "testbed.py").seet
     stages = lambda c: [c.seet[f"stage{k}"].steps for k in (1, 2, 3)]  # noqa: E731
@@ -235,7 +235,7 @@ def test_cells_from_one_shared_start_share_its_evaluations(tmp_path, embedded_di
     # No per-seed warm-up: every cell starts from the config's model. The first cell's start
     # milestones are kept and reused; a cell evaluated on its own (another grid) gets the same.
     config = tmp_path / "no_warm_up.py"
-    config.write_text("from seetjax.train_config import load_config_file\n"
+    config.write_text("from seetjax.config.sections import load_config_file\n"
                       "def get_config():\n"
                       f"    config = load_config_file({str(ROOT / 'configs' / 'smoke.py')!r})\n"
                       "    config.sft.enabled = False\n"

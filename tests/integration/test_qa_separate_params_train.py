@@ -15,7 +15,7 @@ from tests.integration.test_train import ROOT, launch
 # configs/qa_multi_agent.py with separate sets and an entropy bonus (the loss section has no
 # such field to override): the coordinator's set moves every step although every credit is equal
 # (the untrained tiny model answers nothing and delegates nothing, so the worker's has no rows).
-CONFIG = f'''from seetjax.train_config import load_config_file
+CONFIG = f'''from seetjax.config.sections import load_config_file
 
 
 def get_config():

@@ -12,11 +12,13 @@ from configs.sft import get_config
 from seetjax.data.pipeline import SFTPipeline
 from seetjax.models.copy_circuit import install_copy_circuit
 from seetjax.models.hf import load_hf_checkpoint
-from seetjax.sft import SFTRun, pipeline_config, validate
+from seetjax.sft.config import pipeline_config, validate
+from seetjax.sft.run import SFTRun
 
 
-def _config():
+def _config(model_dir=""):
     config = get_config()
+    config.model.path = str(model_dir)
     config.data.source = "qa_search"
     config.data.qa_search = dict(world_passages=40, max_hops=1, snippet_words=12, default_k=1)
     config.data.tasks_per_category = 8
@@ -31,7 +33,7 @@ def _config():
 
 @pytest.mark.slow
 def test_the_circuit_is_held_copy_rows_train_and_a_resume_is_exact(tmp_path, embedded_dir):
-    first = SFTRun(_config(), tmp_path)
+    first = SFTRun(_config(embedded_dir), tmp_path)
     batch = next(iter(SFTPipeline(first.stages[0], pipeline_config(first.config, 0, 0))))
     assert batch["tokens"].shape == (7, 512)  # the dialogs' rows
     rows = first._with_copy_rows(batch, 5)
@@ -56,7 +58,7 @@ def test_the_circuit_is_held_copy_rows_train_and_a_resume_is_exact(tmp_path, emb
 
     shutil.rmtree(tmp_path / "checkpoints" / "3")
     shutil.rmtree(tmp_path / "model")
-    again = SFTRun(_config(), tmp_path).run()
+    again = SFTRun(_config(embedded_dir), tmp_path).run()
     for key in ("loss", "grad_norm", "tokens"):
         assert again[key] == metrics[key], key
 

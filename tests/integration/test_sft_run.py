@@ -115,8 +115,8 @@ def test_a_lora_sft_run_exports_a_model_transformers_loads(tmp_path, embedded_di
     ("dropout", 1.5, r"LoRAConfig.dropout=1.5: must be in \[0, 1\)"),
     ("targets", "q_proj,attn", "LoRAConfig.targets")])
 def test_bad_lora_fields_are_named(field, value, message):
-    from seetjax.sft import validate
-    from seetjax.train_config import load_config_file
+    from seetjax.config.sections import load_config_file
+    from seetjax.sft.config import validate
 
     config = load_config_file(ROOT / "configs" / "sft.py")
     config.learner.lora.rank = 4

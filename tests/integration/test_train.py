@@ -13,9 +13,10 @@ import pytest
 import safetensors.numpy
 from flax import nnx
 
+from seetjax.config.sections import load_config_file
 from seetjax.models.hf import load_hf_checkpoint
-from seetjax.train_config import build_plan, load_config_file
-from seetjax.trainer import TrainRun, restore_run
+from seetjax.rl.config import build_plan
+from seetjax.rl.trainer import TrainRun, restore_run
 
 ROOT = Path(__file__).resolve().parents[2]
 # The main job as configs/smoke.py cuts it (SFT warm-up from the embedded default on two generated
@@ -150,7 +151,7 @@ def test_loading_a_config_starts_no_jax_backend():
     # launch/train.py --multihost parses --config before jax.distributed.initialize, which fails
     # once any JAX computation has started the CPU client (importing bm25s did, through the SFT
     # data modules a config file loads)
-    code = ("import jax._src.xla_bridge as xb; from seetjax.train_config import load_config_file;"
+    code = ("import jax._src.xla_bridge as xb; from seetjax.config.sections import load_config_file;"
             " load_config_file('configs/tiny.py'); print(sorted(xb._backends))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          timeout=300)
@@ -241,7 +242,7 @@ def test_held_out_periodic_evaluations_need_splits():
 def test_shipped_configs_are_valid(name):
     config = load_config_file(ROOT / "configs" / f"{name}.py")
     if name == "sft":
-        from seetjax.sft import validate
+        from seetjax.sft.config import validate
         validate(config)
     else:
         if name.startswith("qwen"):

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from seetjax.config.sections import load_config_file
 from seetjax.learner.checkpoint import DamagedCheckpoints
-from seetjax.train_config import load_config_file
-from seetjax.trainer import TrainRun
-from seetjax.workdir import DiskFull
+from seetjax.rl.trainer import TrainRun
+from seetjax.runtime.workdir import DiskFull
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow,  # orbax's loop after the set-aside or failed saves

@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
+from seetjax.config.sections import load_config_file
 from seetjax.models.hf import load_hf_checkpoint, save_hf_checkpoint
-from seetjax.train_config import build_plan, load_config_file
-from seetjax.trainer import TrainRun
-from seetjax.workdir import WorkdirBusy, WorkdirLock
+from seetjax.rl.config import build_plan
+from seetjax.rl.trainer import TrainRun
+from seetjax.runtime.workdir import WorkdirBusy, WorkdirLock
 from tests.launch.flagcheck import assert_flag_errors
 
 ROOT = Path(__file__).resolve().parents[2]

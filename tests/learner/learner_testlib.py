@@ -11,7 +11,7 @@ from seetjax.batch import PreferencePairs, TokenSequences, TrajectoryBatch
 from seetjax.learner import LearnerConfig, create_learner, learner_config
 from seetjax.models.config import ModelConfig
 from seetjax.models.transformer import Transformer
-from seetjax.sharding import make_mesh
+from seetjax.runtime.sharding import make_mesh
 
 VOCAB = 256
 

@@ -15,7 +15,7 @@ from jax.experimental import multihost_utils  # noqa: E402
 from learner_testlib import PARITY_CONFIG, flat_arrays, parity_batch, tiny_model  # noqa: E402
 
 from seetjax.learner import create_learner, learner_config  # noqa: E402
-from seetjax.sharding import make_mesh  # noqa: E402
+from seetjax.runtime.sharding import make_mesh  # noqa: E402
 
 
 def main() -> None:

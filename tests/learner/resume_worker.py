@@ -19,7 +19,7 @@ from learner_testlib import flat_arrays, rl_batch, tiny_model  # noqa: E402
 
 from seetjax.learner import create_learner, learner_config  # noqa: E402
 from seetjax.learner.checkpoint import Checkpointer  # noqa: E402
-from seetjax.sharding import make_mesh  # noqa: E402
+from seetjax.runtime.sharding import make_mesh  # noqa: E402
 
 
 def main() -> None:

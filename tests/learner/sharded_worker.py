@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 from learner_testlib import PARITY_CONFIG, flat_arrays, parity_batch, tiny_model  # noqa: E402
 
 from seetjax.learner import create_learner, learner_config  # noqa: E402
-from seetjax.sharding import make_mesh  # noqa: E402
+from seetjax.runtime.sharding import make_mesh  # noqa: E402
 
 LAYOUTS = {"data=8": (8, 1, 1), "fsdp=8": (1, 8, 1), "tensor=8": (1, 1, 8), "2x2x2": (2, 2, 2)}
 

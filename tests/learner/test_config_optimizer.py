@@ -14,8 +14,8 @@ from seetjax.learner.config import LearnerConfig, LossTerm, OptimizerConfig
 from seetjax.learner.optimizer import learning_rate_schedule, make_optimizer
 from seetjax.learner.throughput import throughput
 from seetjax.losses.policy_gradient import PolicyGradientConfig
-from seetjax.metrics import MetricsWriter
 from seetjax.models.config import PRESETS
+from seetjax.report.metrics import MetricsWriter
 
 
 @pytest.mark.parametrize("algorithm", sorted(set(ALGORITHMS) - {"dr_grpo"}))

@@ -12,7 +12,7 @@ import pytest
 from learner_testlib import PARITY_CONFIG, flat_arrays, parity_batch, tiny_model
 
 from seetjax.learner import create_learner, learner_config
-from seetjax.sharding import make_mesh
+from seetjax.runtime.sharding import make_mesh
 
 WORKER = Path(__file__).with_name("multiprocess_worker.py")
 

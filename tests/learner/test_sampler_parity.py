@@ -10,16 +10,16 @@ import pytest
 from learner_testlib import make_learner, tiny_model
 
 from seetjax.batch import TokenSequences
-from seetjax.envs.bfcl import BfclEnvConfig
-from seetjax.envs.bfcl_data import load_tasks
+from seetjax.envs.bfcl.data import load_tasks
+from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.learner.packing import pack_rows
 from seetjax.models.hf import load_hf_checkpoint
+from seetjax.rl.config import build_plan, default_config
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import Rollout, RolloutConfig, SamplerPolicy
 from seetjax.sampling import Sampler, SamplingParams
 from seetjax.seet.config import default_stages
-from seetjax.train_config import build_plan, default_config
 
 
 def test_learner_logprobs_equal_sampler_logprobs():

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from seetjax.defaults.embedded import EmbeddedSpec
 from seetjax.learner.optimizer import param_path
 from seetjax.models.copy_circuit import (
     CopyCircuit,
@@ -16,7 +17,6 @@ from seetjax.models.copy_circuit import (
     install_copy_circuit,
     repeated_tokens,
 )
-from seetjax.models.embedded import EmbeddedSpec
 from seetjax.models.transformer import Transformer
 
 CFG = EmbeddedSpec().model_config(bos=None, eos=1, pad=0)

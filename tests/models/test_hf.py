@@ -14,7 +14,6 @@ import torch
 import transformers
 from flax import nnx
 
-from seetjax import sharding
 from seetjax.models import positions_from_mask
 from seetjax.models.config import ModelConfig, RopeScaling
 from seetjax.models.hf import (
@@ -24,6 +23,7 @@ from seetjax.models.hf import (
     load_hf_checkpoint,
     save_hf_checkpoint,
 )
+from seetjax.runtime import sharding
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -254,7 +254,7 @@ def test_loading_and_exporting_import_neither_torch_nor_transformers_configs(tmp
     every launch): reading and writing a checkpoint, tokenizer included, stays clear of it."""
     code = (
         "import sys\n"
-        "from seetjax.models.embedded import embedded_model_dir\n"
+        "from seetjax.defaults.embedded import embedded_model_dir\n"
         "from seetjax.models.hf import load_hf_checkpoint, save_hf_checkpoint\n"
         "from seetjax.models.tokenizer import Tokenizer\n"
         "path = embedded_model_dir()\n"

@@ -8,7 +8,7 @@ import pytest
 import tokenizers
 import transformers
 
-from seetjax.models.embedded import bfcl_corpus
+from seetjax.defaults.embedded import bfcl_corpus
 from seetjax.models.tokenizer import Tokenizer, train_bpe_tokenizer
 
 TOOLS = [{"type": "function", "function": {

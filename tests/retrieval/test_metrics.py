@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from seetjax.bootstrap import bootstrap_interval
+from seetjax.report.bootstrap import bootstrap_interval
 from seetjax.retrieval.metrics import METRICS, auroc, per_query
 
 

@@ -3,12 +3,13 @@ scripts, cut-off episodes included, and agrees with the episode's own turn log."
 
 import pytest
 
-from seetjax.envs.bfcl import BfclEnvConfig
-from seetjax.envs.bfcl_data import load_tasks
+from seetjax.envs.bfcl.data import load_tasks
+from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.rewards import agent_reward, progress_reward
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig
 from seetjax.seet.config import StageConfig
+from tests.rollout.scripted import ScriptedPolicy
 
 TASK = load_tasks("base")[0]  # 4 turns, every one expects calls
 STANDARD = StageConfig(stage=4, env_mode="standard", retry_budget=0, retry_probability_start=0.0,

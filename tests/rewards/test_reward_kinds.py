@@ -8,8 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from seetjax.envs.bfcl import BfclEnvConfig
-from seetjax.envs.bfcl_data import load_tasks
+from seetjax.config.sections import load_config_file
+from seetjax.envs.bfcl.data import load_tasks
+from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.learner.config import learner_config
 from seetjax.learner.update_signal import update_has_signal
 from seetjax.losses import advantages as adv
@@ -23,11 +24,12 @@ from seetjax.rewards import (
     progress_reward,
     step_rewards,
 )
+from seetjax.rl.config import build_plan
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig
 from seetjax.seet.config import StageConfig, default_stages
-from seetjax.train_config import build_plan, load_config_file
+from tests.rollout.scripted import ScriptedPolicy
 
 TASK = load_tasks("base")[0]  # turns: [cd, mkdir, mv], [cd, grep], [sort], [diff]
 STANDARD = StageConfig(stage=4, env_mode="standard", retry_budget=0, retry_probability_start=0.0,

@@ -5,8 +5,8 @@ import dataclasses
 import pytest
 
 from seetjax.envs.base import EpisodeTrace, StepCode, StepResult, TurnVerdict
-from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
-from seetjax.envs.bfcl_data import load_tasks
+from seetjax.envs.bfcl.data import load_tasks
+from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig
 from seetjax.rewards import (
     AgentRewardConfig,
     ShapingConfig,

@@ -11,17 +11,18 @@ import numpy as np
 
 from seetjax.envs import registry
 from seetjax.envs.base import EpisodeTrace, StepCode, StepResult, TurnVerdict
-from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
+from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig
 from seetjax.learner.config import learner_config
 from seetjax.learner.update_signal import update_has_signal
 from seetjax.rewards import RewardConfig
+from seetjax.rl.config import default_config, env_of
 from seetjax.rollout.batching import trajectory_batch
-from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig
 from seetjax.seet.config import default_stages
 from seetjax.tools.calls import ToolCall
 from seetjax.tools.executor import ExecutionErrorKind, ExecutionResult
-from seetjax.train_config import default_config, env_of
 from tests.rollout.conftest import calls_text
+from tests.rollout.scripted import ScriptedPolicy
 
 STAGE1, _, _, STAGE4 = default_stages()
 

@@ -9,8 +9,8 @@ from seetjax.learner.config import learner_config
 from seetjax.learner.learner import create_learner
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.rollout.batching import trajectory_batch
+from seetjax.runtime.sharding import make_mesh
 from seetjax.seet.config import default_stages
-from seetjax.sharding import make_mesh
 from tests.rollout.test_loop import replay
 
 STAGE3 = default_stages()[2]
@@ -101,8 +101,8 @@ def test_ppo_step_on_rollout_batches(play, task, tokenizer, embedded_dir):
 
 
 def test_pairs_are_drawn_uniformly_over_all_records_and_reproducibly(play, task, tokenizer):
+    from seetjax.rl.trainer import TrainRun
     from seetjax.rollout.batching import sample_records
-    from seetjax.trainer import TrainRun
 
     records = list(range(40))  # stands for 40 records in episode order (10 tasks x 4 samples)
     draw = sample_records(records, 8, (0, 3, 0))

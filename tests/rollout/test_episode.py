@@ -4,7 +4,7 @@ import numpy as np
 
 from seetjax.data.dialogs import Dialog
 from seetjax.data.formatter import format_dialog
-from seetjax.envs.bfcl_data import load_tasks
+from seetjax.envs.bfcl.data import load_tasks
 from seetjax.rollout.chat import cap_observation
 from seetjax.rollout.episode import Episode, EpisodeLimits
 from seetjax.seet.config import StageConfig
@@ -136,7 +136,7 @@ def test_turn_token_cap_ends_the_turn_and_episode_cap_truncates(play, task):
 def test_a_step_that_ends_the_episode_is_never_retried(play, task, tokenizer):
     """Past BFCL's step limit the episode is over: the failing step that ended it is not granted
     a retry (a retry would count against the budget and label the last step an attempt)."""
-    from seetjax.envs.bfcl import BfclEnvConfig
+    from seetjax.envs.bfcl.env import BfclEnvConfig
     from seetjax.rollout.loop import Rollout, RolloutConfig
 
     generous = StageConfig(stage=1, env_mode="augmented", retry_budget=10)
@@ -208,8 +208,8 @@ def test_the_fault_boundary_covers_reset_trace_and_exits(play, task, monkeypatch
     episode (logged, counted); the rest of the batch plays and is scored as usual."""
     import sys
 
-    from seetjax.envs.bfcl import BfclEnv
-    from seetjax.envs.bfcl_data import api_class
+    from seetjax.envs.bfcl.data import api_class
+    from seetjax.envs.bfcl.env import BfclEnv
     from seetjax.rollout.loop import RolloutResult
 
     unstarted, lost, exits = load_tasks("base")[1:4]

@@ -5,13 +5,16 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from seetjax.envs.bfcl import BfclEnvConfig
+from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import PlayTimes, Rollout, RolloutConfig, SamplerPolicy, ScriptedPolicy
+from seetjax.rollout.loop import PlayTimes, Rollout, RolloutConfig, SamplerPolicy
 from seetjax.sampling import Completion, Sampler, SamplingParams
 from seetjax.seet.config import StageConfig, default_stages
 from tests.rollout.conftest import calls_text
+from tests.rollout.scripted import ScriptedPolicy
+
+COMPACT = BfclEnvConfig(prompt_style="compact")  # the environment section of these rollouts
 
 STAGE3 = default_stages()[2]
 
@@ -88,7 +91,7 @@ def test_induced_anchor_from_interception(play, task):
 
 def test_policy_tokens_count_every_sampled_reply_retries_included(tokenizer, task):
     stage2 = default_stages()[1]
-    rollout = Rollout(tokenizer, RolloutConfig(group_size=2))
+    rollout = Rollout(tokenizer, RolloutConfig(env=COMPACT, group_size=2))
     episodes = rollout.episodes([task], stage2, progress=0.0, seed=0)
     # row 0's first reply is intercepted, row 1's is a format error that is retried
     queues = [["[cd(folder='wrong')]"] + replay(task), ["[cd(folder="] + replay(task)]
@@ -143,7 +146,7 @@ def test_chunked_decoding_refills_rows_and_keeps_greedy_replies(embedded_dir, to
     for chunk in (0, 3):
         policy = SamplerPolicy(sampler, nnx.state(model), SamplingParams(temperature=0.0),
                                tokenizer.stop_ids, jax.random.key(0))
-        rollout = Rollout(tokenizer, RolloutConfig(group_size=2, limits=limits,
+        rollout = Rollout(tokenizer, RolloutConfig(env=COMPACT, group_size=2, limits=limits,
                                                    decode_chunk=chunk))
         played[chunk] = rollout([task], policy, STAGE3, progress=0.0, step=0, seed=0)
     whole, chunked = played[0], played[3]
@@ -153,7 +156,7 @@ def test_chunked_decoding_refills_rows_and_keeps_greedy_replies(embedded_dir, to
         assert ta.tolist() == tb.tolist() and ma.tolist() == mb.tolist()
         np.testing.assert_allclose(la, lb, atol=1e-5)
     with pytest.raises(ValueError, match="decode_chunk"):
-        RolloutConfig(decode_chunk=-1)
+        RolloutConfig(env=COMPACT, decode_chunk=-1)
 
 
 def test_idle_share_counts_the_row_steps_of_finished_replies():

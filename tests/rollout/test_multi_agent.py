@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 
 from seetjax.batch import row_mask
+from seetjax.config.sections import load_config_file
 from seetjax.envs.qa_search.run import QASearchRunConfig
 from seetjax.envs.qa_search.world import World
 from seetjax.losses.advantages import GRPOAdvantageConfig, grpo_advantages
 from seetjax.rewards import RewardConfig
+from seetjax.rl.config import build_plan
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.coordinator import COORDINATOR_ROLE, WORKER_ROLE
 from seetjax.rollout.episode import EpisodeLimits
@@ -17,7 +19,6 @@ from seetjax.rollout.loop import RolloutConfig
 from seetjax.rollout.multi_agent import MultiAgentConfig, MultiAgentRollout
 from seetjax.sampling import Completion
 from seetjax.seet.config import default_stages
-from seetjax.train_config import build_plan, load_config_file
 
 PLAIN = default_stages()[3]
 # team = 1.0 EM + 0.1 format - 0.1 per worker search - 0.5 on a timeout

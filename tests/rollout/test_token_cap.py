@@ -5,12 +5,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from seetjax.batch import row_mask, target_mask
-from seetjax.envs.bfcl_data import load_tasks
+from seetjax.envs.bfcl.data import load_tasks
 from seetjax.losses.advantages import ReinforceAdvantageConfig, reinforce_advantages
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import Rollout, RolloutConfig, RolloutResult, ScriptedPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig, RolloutResult
 from seetjax.seet.config import PLAIN_STAGE
+from tests.rollout.scripted import ScriptedPolicy
 from tests.rollout.test_loop import replay
 
 TASKS = load_tasks("base")[:2]  # prompts of 946 and 543 tokens

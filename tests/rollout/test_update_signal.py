@@ -3,14 +3,15 @@ on scripted rollouts of two tasks: the estimator the run uses decides, from its 
 
 import pytest
 
-from seetjax.envs.bfcl import BfclEnvConfig
-from seetjax.envs.bfcl_data import load_tasks
+from seetjax.envs.bfcl.data import load_tasks
+from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.learner.config import ALGORITHMS, learner_config
 from seetjax.learner.update_signal import update_has_signal
 from seetjax.rollout.batching import trajectory_batch
-from seetjax.rollout.loop import Rollout, RolloutConfig, ScriptedPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig
 from seetjax.rollout.preferences import rollout_preferences
 from seetjax.seet.config import PLAIN_STAGE
+from tests.rollout.scripted import ScriptedPolicy
 from tests.rollout.test_loop import replay
 
 TASKS = load_tasks("base")[:2]

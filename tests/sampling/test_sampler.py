@@ -166,7 +166,7 @@ def test_sharded_sampling_matches_one_device(hf_llama_dir):
         pytest.skip("needs 8 devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
     from flax import nnx
 
-    from seetjax import sharding
+    from seetjax.runtime import sharding
     mesh = sharding.make_mesh(data=2, fsdp=2, tensor=2)
     results = []
     for m in (None, mesh):

@@ -4,9 +4,9 @@ import random
 
 import pytest
 
+from seetjax.rl.config import default_config
 from seetjax.seet.config import StageConfig, default_stages
 from seetjax.seet.curriculum import Curriculum, Transition, configured_stages, grant_retry
-from seetjax.train_config import default_config
 
 
 def test_default_stages_follow_the_method():

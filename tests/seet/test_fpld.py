@@ -3,7 +3,7 @@
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
-from seetjax.envs.bfcl_data import class_schemas
+from seetjax.envs.bfcl.data import class_schemas
 from seetjax.seet.fpld import as_call, calls_match, first_divergence
 from seetjax.tools.calls import ToolCall
 

@@ -30,7 +30,8 @@ def engine(tiny_model, tokenizer):
 
 @pytest.fixture(scope="session")
 def server(engine):
-    from seetjax.serving.app import ServerConfig, create_app
+    from seetjax.serving.app import create_app
+    from seetjax.serving.deps import ServerConfig
     config = ServerConfig(model_name=MODEL_NAME, max_request_bytes=256 << 10,
                           max_tokens_limit=512)
     with LiveServer(create_app(engine, config)) as live:

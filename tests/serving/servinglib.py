@@ -79,9 +79,9 @@ def teach_tool_dialog(model, tokenizer, steps: int = TEACH_STEPS, lr: float = TE
 def taught_model_dir(embedded_dir) -> Path:
     """The embedded default taught `tool_dialog()`, built once per machine (like the embedded
     default itself) under the seetjax cache: later runs only load it."""
-    from seetjax.cache import cache_root
     from seetjax.models.hf import load_hf_checkpoint, save_hf_checkpoint
     from seetjax.models.tokenizer import Tokenizer
+    from seetjax.runtime.cache import cache_root
 
     recipe = json.dumps([str(embedded_dir), tool_dialog(), TOOLS, TEACH_STEPS, TEACH_LR,
                          TEACH_LOSS], sort_keys=True)

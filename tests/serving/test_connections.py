@@ -16,7 +16,8 @@ HEADERS = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
 
 
 def keyless_app(engine):
-    from seetjax.serving.app import ServerConfig, create_app
+    from seetjax.serving.app import create_app
+    from seetjax.serving.deps import ServerConfig
     return create_app(engine, ServerConfig(model_name=MODEL_NAME))
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import jax
 import pytest
 
-from seetjax.envs.bfcl import BfclEnvConfig, load_split
+from seetjax.envs.bfcl.env import BfclEnvConfig, load_split
 from seetjax.envs.generated import Difficulty, generate_tasks
 from seetjax.eval.evaluate import EVAL_STAGE, report
 from seetjax.rollout.episode import EpisodeLimits
@@ -21,6 +21,8 @@ from seetjax.sampling import SamplingParams
 from seetjax.serving.client import EndpointConfig, EndpointPolicy, reply_text
 from seetjax.serving.requests import GenerationParams
 from tests.serving.servinglib import MODEL_NAME
+
+COMPACT = BfclEnvConfig(prompt_style="compact")  # the environment section of these rollouts
 
 ROOT = Path(__file__).resolve().parents[2]
 # Within the test server's context: a reply never asks past it.
@@ -102,7 +104,7 @@ def test_requests_are_retried_after_429(server, engine, tokenizer):
     """The queue is full when the policy asks; the openai client backs off (Retry-After) and
     gets its reply once the queue drains."""
     tasks = load_split("test", ["base"], 1)
-    rollout = Rollout(tokenizer, RolloutConfig(group_size=1, limits=LIMITS))
+    rollout = Rollout(tokenizer, RolloutConfig(env=COMPACT, group_size=1, limits=LIMITS))
     (episode,) = rollout.episodes(tasks, EVAL_STAGE, progress=1.0, seed=0)
     filler = GenerationParams(max_tokens=400, temperature=0.0, ignore_eos=True)
     prompt = tokenizer.chat_ids([{"role": "user", "content": "fill"}], add_generation_prompt=True)
@@ -151,7 +153,7 @@ def test_an_unreachable_endpoint_fails_its_episodes_not_the_run(tokenizer):
         url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
     policy = EndpointPolicy(EndpointConfig(url=url, model="m", max_retries=0, timeout_s=5),
                             tokenizer)
-    rollout = Rollout(tokenizer, RolloutConfig(group_size=1, limits=LIMITS))
+    rollout = Rollout(tokenizer, RolloutConfig(env=COMPACT, group_size=1, limits=LIMITS))
     episodes = rollout.episodes(load_split("test", ["base"], 1), EVAL_STAGE, progress=1.0, seed=0)
     policy.play(episodes)
     assert policy.failed_episodes == 1 and "APIConnectionError" in episodes[0].error

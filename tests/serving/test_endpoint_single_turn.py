@@ -8,8 +8,8 @@ from pathlib import Path
 
 import jax
 
-from seetjax.envs import bfcl_single
-from seetjax.envs.bfcl import BfclEnvConfig
+from seetjax.envs.bfcl import single_turn as bfcl_single
+from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.eval import single_turn_eval
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import SamplerPolicy

@@ -75,7 +75,8 @@ def test_a_body_not_sent_as_json_is_told_the_content_type(server, content_type):
 
 
 def test_a_client_without_the_key_is_refused_before_its_body_is_read(engine):
-    from seetjax.serving.app import ServerConfig, create_app
+    from seetjax.serving.app import create_app
+    from seetjax.serving.deps import ServerConfig
     app = create_app(engine, ServerConfig(model_name=MODEL_NAME, api_key="sekret",
                                           max_request_bytes=1024))
     with LiveServer(app) as keyed:

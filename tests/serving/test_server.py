@@ -287,7 +287,8 @@ def test_a_client_that_hangs_up_mid_stream_frees_its_rows(server, engine):
 
 
 def test_an_api_key_is_required_when_set(engine):
-    from seetjax.serving.app import ServerConfig, create_app
+    from seetjax.serving.app import create_app
+    from seetjax.serving.deps import ServerConfig
     app = create_app(engine, ServerConfig(model_name=MODEL_NAME, api_key="sekret"))
     with LiveServer(app) as keyed:
         for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": "sekret"}):

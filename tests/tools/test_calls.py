@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seetjax.envs.bfcl_data import class_schemas, load_tasks
+from seetjax.envs.bfcl.data import class_schemas, load_tasks
 from seetjax.tools.calls import (
     MAX_VALUE_DEPTH,
     ParseError,

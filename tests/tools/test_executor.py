@@ -8,7 +8,7 @@ import mpmath
 import pytest
 
 import seetjax
-from seetjax.envs.bfcl_data import api_class, class_schemas, load_tasks, new_instances
+from seetjax.envs.bfcl.data import api_class, class_schemas, load_tasks, new_instances
 from seetjax.tools.calls import ToolCall
 from seetjax.tools.executor import ERROR_PREFIX, ExecutionErrorKind, ToolExecutor, render_output
 

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seetjax.envs.base import StepCode
-from seetjax.envs.bfcl import BfclEnv, BfclEnvConfig
-from seetjax.envs.bfcl_data import load_tasks, new_instances
-from seetjax.eval.bfcl_checker import state_differences
+from seetjax.envs.bfcl.checker import state_differences
+from seetjax.envs.bfcl.data import load_tasks, new_instances
+from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig
 
 FUZZ = settings(derandomize=True, deadline=None, database=None,
                 suppress_health_check=list(HealthCheck))

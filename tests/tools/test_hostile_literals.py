@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from seetjax.envs.bfcl_data import load_tasks
+from seetjax.envs.bfcl.data import load_tasks
 from seetjax.tools.calls import ParseError, ToolCall, parse_tool_calls
 from seetjax.tools.tool_call import MAX_CONTAINER_ITEMS, MAX_INT_DIGITS, MAX_STRING_CHARS
 

@@ -5,7 +5,7 @@ import json
 import sys
 from unittest import mock
 
-from seetjax.envs.bfcl_data import load_tasks
+from seetjax.envs.bfcl.data import load_tasks
 from seetjax.models.tokenizer import train_bpe_tokenizer
 from seetjax.tools import prompts
 

@@ -4,7 +4,7 @@ import inspect
 
 import pytest
 
-from seetjax.envs.bfcl_data import CATEGORIES, MULTI_TURN_CLASSES, api_class, class_schemas, load_tasks
+from seetjax.envs.bfcl.data import CATEGORIES, MULTI_TURN_CLASSES, api_class, class_schemas, load_tasks
 from seetjax.tools.calls import ToolCall
 from seetjax.tools.schema import ArgumentErrorKind, ToolSchema, validate_call
 

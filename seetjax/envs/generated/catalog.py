@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from seetjax.envs.bfcl_data import api_class
+from seetjax.envs.bfcl.data import api_class
 from seetjax.envs.generated.vocab import vocab
 
 _PROBE_DATE = "2024-01-01"  # get_flight_cost fails on a missing route whatever the date

@@ -33,7 +33,7 @@ from bfcl_eval.utils import (
     populate_test_cases_with_predefined_functions,
 )
 
-from seetjax.envs.bfcl_data import (
+from seetjax.envs.bfcl.data import (
     CATEGORIES,
     BfclTask,
     class_schemas,

@@ -12,4 +12,6 @@
     oracle.py      the oracle policy: gold hop queries, then the last hop's answer
     run.py         in run configs (env.name=qa_search): the section with its corpus, one
                    retriever per process, the task loader and the task-side checks
+
+Imports `envs` (base, BFCL's data for web_search), `retrieval` and `tools`.
 """

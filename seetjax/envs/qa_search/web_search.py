@@ -43,7 +43,7 @@ class WebSearchData:
 
 
 def bfcl_data_dir() -> Path:
-    from seetjax.envs.bfcl_data import data_dir
+    from seetjax.envs.bfcl.data import data_dir
 
     return data_dir()
 

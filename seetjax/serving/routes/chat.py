@@ -13,8 +13,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from seetjax.serving.app import Server, ServerDep
 from seetjax.serving.chat import ContentStream, Prompt
+from seetjax.serving.deps import Server, ServerDep
 from seetjax.serving.errors import APIError, error_body
 from seetjax.serving.protocol import ChatCompletionRequest
 from seetjax.serving.requests import (

@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from seetjax.serving.app import ServerDep
+from seetjax.serving.deps import ServerDep
 
 router = APIRouter(tags=["health"])
 

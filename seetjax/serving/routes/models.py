@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from seetjax.serving.app import Server, ServerDep
+from seetjax.serving.deps import Server, ServerDep
 from seetjax.serving.responses import ModelCard, ModelList
 
 router = APIRouter(prefix="/v1", tags=["models"])

@@ -4,12 +4,13 @@ from pathlib import Path
 
 import pytest
 
+from seetjax.config.sections import load_config_file
 from seetjax.envs.base import StepCode
 from seetjax.envs.qa_search.env import QASearchConfig, QASearchEnv, gold_calls
 from seetjax.envs.qa_search.oracle import oracle_calls, play_oracle
 from seetjax.envs.qa_search.reward import exact_match
 from seetjax.envs.qa_search.web_search import load_web_search
-from seetjax.train_config import build_plan, load_config_file
+from seetjax.rl.config import build_plan
 
 ROOT = Path(__file__).resolve().parents[3]
 

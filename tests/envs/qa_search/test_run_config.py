@@ -4,10 +4,11 @@ from pathlib import Path
 
 import pytest
 
+from seetjax.config.sections import load_config_file
 from seetjax.envs import registry
 from seetjax.envs.qa_search.env import QASearchEnv
 from seetjax.envs.qa_search.run import QASearchRunConfig
-from seetjax.train_config import build_plan, env_section, load_config_file
+from seetjax.rl.config import build_plan, env_section
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -85,7 +86,7 @@ def test_the_env_reward_needs_an_environment_that_scores_episodes():
 
 
 def test_the_oracle_sft_source_is_validated_with_its_field_named():
-    from seetjax.sft import validate
+    from seetjax.sft.config import validate
 
     sft = qa_config().sft.run
     validate(sft)
