@@ -60,17 +60,17 @@ def get_config():
     # answer token was a prior (" a", then the induction head copied on from the passage's " a").
     # Each row's token mean gives the copy rows a quarter of the loss: the answers start with a
     # word of the asked kind (often the wrong one), which RL can then sample right and reinforce
-    # (README, "The warm-up's loss per row").
+    # (experiments/qa_algorithms/HISTORY.md, "The warm-up's loss per row").
     config.sft.run.copy_circuit.install = True
     config.sft.run.learner.loss = dict(aggregation="seq-mean-token-mean")
     optimizer = config.sft.run.learner.optimizer
-    optimizer.learning_rate = 3e-4  # 1e-3 undoes the circuit (README, "copy circuit")
+    optimizer.learning_rate = 3e-4  # 1e-3 undoes the circuit (experiments/copy_circuit)
     config.sft.run.train.steps = optimizer.decay_steps = 800
     config.sft.run.train.eval_every = 0
     config.sft.run.train.checkpoint_every = 100
 
     # Plain RL: RLOO (the REINFORCE family gained held-out reward where GRPO and PPO lost it in
-    # `experiments/ablate_qa.py`) without KL (the warm-up model is the reference), no SEET
+    # `experiments/qa_algorithms/`) without KL (the warm-up model is the reference), no SEET
     # mechanics.
     config.seet.enabled = False
     config.learner.algorithm = "rloo"
@@ -81,8 +81,8 @@ def get_config():
     # steps' samples are exact 0-9% of the time. Without a warmup, lr >= 2e-5 lost one seed of
     # three within 25 steps (Adam's first updates are sign-sized in every weight, before any exact
     # answer has been sampled: the policy learned well-formed wrong answers); a 25-step linear
-    # warmup kept it (README, "Longer RL phases"). lr 1e-4 stopped the policy searching and
-    # answering.
+    # warmup kept it (experiments/qa_algorithms/HISTORY.md, "Longer RL phases"). lr 1e-4 stopped
+    # the policy searching and answering.
     config.sampling.temperature = 0.5
     config.learner.optimizer.learning_rate = 3e-5
     config.learner.optimizer.warmup_steps = 25

@@ -2,11 +2,10 @@
 the question's search a second time before answering (`env.oracle_recheck`). That search returns
 what the first did, so it is worth nothing, and a search cost should teach RL to drop it: the
 setting of the search-cost sweep, where in configs/qa_search.py one search is both needed and
-enough at every lambda the sweep tries (README, "QA search: REINFORCE, RLOO, GRPO, PPO and the
-search cost").
+enough at every lambda the sweep tries (experiments/qa_algorithms/README.md).
 
-    python experiments/ablate_qa.py --config=configs/qa_search_recheck.py --algorithms=rloo \
-        --out=experiments/results/ablate_qa_recheck
+    python experiments/qa_algorithms/ablate_qa.py --config=configs/qa_search_recheck.py \
+        --algorithms=rloo --out=experiments/qa_algorithms/results/ablate_qa_recheck
 """
 
 from pathlib import Path

@@ -1,5 +1,5 @@
 """Agent SFT of the embedded tiny model on BFCL train dialogs (ground truth replayed for real tool
-results), on the CPU. See README "Agent SFT data" for every switch.
+results), on the CPU. Every switch: docs/configs.md ("SFT configs") and docs/sft_data.md.
 
     python launch/sft.py --config=configs/sft.py --workdir=/tmp/sft \
         --config.coreset.strategy=hybrid --config.coreset.fraction=0.5

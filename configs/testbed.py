@@ -38,7 +38,8 @@ def get_config():
     # a failed call -0.2, a malformed one -0.5, an episode cut off or force-terminated -1. With
     # the episode's progress alone, retrying a failing call until BFCL's step limit costs nothing
     # more than a wrong answer, and RL taught it to every task alike; over five seeds the shaped
-    # reward raised held-out checked-turn accuracy in every seed, progress in three (README).
+    # reward raised held-out checked-turn accuracy in every seed, progress in three
+    # (experiments/testbed_rewards).
     # Per-call penalties alone then taught the opposite over longer runs: stop calling. So a
     # turn failed without a call costs -0.5, no less than a failed attempt's floored penalties
     # (the defaults; a timeout still costs -1 on top).

@@ -9,9 +9,10 @@ import pytest
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 
-def load_experiment(name: str) -> ModuleType:
-    """experiments/<name>.py as a module (it puts experiments/ on sys.path for `grid`)."""
-    spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
+def load_experiment(path: str) -> ModuleType:
+    """experiments/<study>/<script>.py, given as "<study>/<script>.py", as a module named after the
+    script (it puts experiments/ on sys.path for `grid`)."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, EXPERIMENTS / path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,4 +1,4 @@
-"""experiments/ablate_qa.py: every cell is a valid run config with its algorithm and lambda; the
+"""experiments/qa_algorithms/ablate_qa.py: every cell is a valid run config with its algorithm and lambda; the
 grid's cells and names."""
 
 import csv
@@ -14,7 +14,7 @@ from seetjax.rl.config import build_plan
 
 @pytest.fixture(scope="module")
 def ablate(experiment):
-    return experiment("ablate_qa")
+    return experiment("qa_algorithms/ablate_qa.py")
 
 
 QA_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "qa_search.py"

@@ -1,4 +1,4 @@
-"""experiments/ablate_seet.py and the grid helpers it uses: variant overrides name real config
+"""experiments/seet_ablation/ablate_seet.py and the grid helpers it uses: variant overrides name real config
 fields; bootstrap intervals (against scipy), paired differences, steps to threshold, curve
 interpolation, shards, the summary; and a two-worker grid end to end."""
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def ablate(experiment):
-    return experiment("ablate_seet")
+    return experiment("seet_ablation/ablate_seet.py")
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +195,7 @@ def test_summary_tables_curves_and_figure(ablate, tmp_path):
 
 
 def _grid_command(out, *flags):
-    return [sys.executable, "experiments/ablate_seet.py", f"--out={out}",
+    return [sys.executable, "experiments/seet_ablation/ablate_seet.py", f"--out={out}",
             "--config=configs/smoke.py", "--variants=grpo,seet", "--seeds=1", "--steps=2",
             # a budget of one token ends every cell after its first RL step
             "--max_steps=3", "--policy_tokens=1", "--per_category=1", "--window=1",

@@ -1,4 +1,4 @@
-"""experiments/stage_gains.py: a run's evaluation points read from its workdir and labelled by
+"""experiments/stage_gains/stage_gains.py: a run's evaluation points read from its workdir and labelled by
 stage, the per-point means and per-stage changes paired by run, and clear errors."""
 
 import json
@@ -10,7 +10,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def stages(experiment):
-    return experiment("stage_gains")
+    return experiment("stage_gains/stage_gains.py")
 
 
 def split(overall, turns):

@@ -8,7 +8,8 @@ Every run needs the periodic held-out evaluations (`train.eval_at_stage_ends=tru
     for s in 0 1 2 3 4; do python launch/train.py --config=configs/testbed.py \\
         --workdir=runs/stages/s$s --config.seed=$s --config.eval.splits=test@32 \\
         --config.train.eval_at_stage_ends=true --config.train.eval_held_out=true; done
-    python experiments/stage_gains.py runs/stages/s* --out=experiments/results/stage_gains.md
+    python experiments/stage_gains/stage_gains.py runs/stages/s* \\
+        --out=experiments/stage_gains/results/stage_gains.md
 
 A run's evaluation points: `evals/after_sft.json` (the start of RL), `evals/step_<N>.json` (after
 RL step N, labelled with the stage that step ran in) and `evals/after_rl.json` (the end, labelled
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments"))
 from grid import Estimate, bootstrap_mean  # noqa: E402
 

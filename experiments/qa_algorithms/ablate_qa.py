@@ -5,11 +5,12 @@ Every run starts its RL phase from one SFT warm-up on the oracle's trajectories 
 cell, so cells differ only in their RL phase: algorithm, seed, lambda) and is evaluated greedily on
 held-out questions (test entities) at the start and at the end of that phase.
 
-    python experiments/ablate_qa.py --out=experiments/results/ablate_qa --seeds=0,1,2
-    python experiments/ablate_qa.py --list                      # the grid's cells
-    python experiments/ablate_qa.py --only=grpo_l0.1_s0,rloo_l0.1_s1   # some cells (parallel)
-    python experiments/ablate_qa.py --algorithms=rloo --sweep_algorithms=   # a smaller grid
-    python experiments/ablate_qa.py --config=my_qa.py --out=...  # another warm-up or RL setting
+    python experiments/qa_algorithms/ablate_qa.py --seeds=0,1,2 \\
+        --out=experiments/qa_algorithms/results/ablate_qa
+    python experiments/qa_algorithms/ablate_qa.py --list                    # the grid's cells
+    python experiments/qa_algorithms/ablate_qa.py --only=grpo_l0.1_s0,rloo_l0.1_s1  # some cells
+    python experiments/qa_algorithms/ablate_qa.py --algorithms=rloo --sweep_algorithms=  # smaller
+    python experiments/qa_algorithms/ablate_qa.py --config=my_qa.py --out=...  # another setting
 
 Writes <out>/ablate_qa.csv (one row per run), ablate_qa.md (the tables), curves.png (per
 algorithm, mean over seeds per RL step, then over the last 10 steps: rollout reward, answer F1,
@@ -43,7 +44,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments"))
 from grid import cached_run, finished, mean_std, set_field, trailing_mean, warm_up, write_csv  # noqa: E402
 
@@ -171,7 +172,7 @@ def summarise(results: list[dict], args) -> str:
     steps, questions = config.train.steps, config.data.tasks_per_category
     per_step, held_out = config.data.tasks_per_step, config.eval.per_category
     own = "" if args.config == DEFAULT_CONFIG else f"--config={args.config} "
-    lines = [f"Command: `python experiments/ablate_qa.py {own}"
+    lines = [f"Command: `python experiments/qa_algorithms/ablate_qa.py {own}"
              f"--seeds={','.join(map(str, args.seeds))} "
              f"--steps={steps} --questions={questions} --tasks_per_step={per_step} "
              f"--eval_questions={held_out} --algorithms={','.join(args.algorithms)} "
@@ -244,7 +245,7 @@ def algorithm_list(text: str) -> tuple[str, ...]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "experiments/results/ablate_qa")
+    parser.add_argument("--out", type=Path, default=ROOT / "experiments/qa_algorithms/results/ablate_qa")
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG,
                         help="the QA run config every cell starts from (its warm-up included)")
     parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")],

@@ -14,10 +14,10 @@ ablation.md says so). The SEET curriculum is the config's own (the main job's, f
 configs/testbed.py), or, with `--steps=N`, laid over N RL steps (stages 1 and 2 a fifth each,
 stage 3 two fifths), with stage 4 until the run ends either way.
 
-    python experiments/ablate_seet.py --out=experiments/results/ablation        # the grid
-    python experiments/ablate_seet.py --workers=4     # four cells at once, a process each
-    python experiments/ablate_seet.py --shard=1/3     # host 1 of 3 sharing --out
-    python experiments/ablate_seet.py --summarise_only   # outputs from the finished cells
+    python experiments/seet_ablation/ablate_seet.py --out=experiments/seet_ablation/results/ablation
+    python experiments/seet_ablation/ablate_seet.py --workers=4     # four cells at once, a process each
+    python experiments/seet_ablation/ablate_seet.py --shard=1/3     # host 1 of 3 sharing --out
+    python experiments/seet_ablation/ablate_seet.py --summarise_only   # outputs from finished cells
 
 Writes to <out>: ablation.csv (one row per run: its steps and tokens, start and final accuracy,
 steps / env steps / policy tokens to the threshold), curves.csv (one row per run and RL step),
@@ -49,7 +49,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments"))
 from grid import (  # noqa: E402
     Estimate,
@@ -281,7 +281,7 @@ def summarise(results: list[dict], args) -> tuple[list[dict], list[dict], str]:
     capped = [cell_name(r["variant"], r["seed"]) for r in runs if r["stopped_by"] != "budget"]
     budgets = sorted({r["policy_token_budget"] for r in runs})
     lines = [
-        f"Command: `python experiments/ablate_seet.py {command_flags(args)}`, "
+        f"Command: `python experiments/seet_ablation/ablate_seet.py {command_flags(args)}`, "
         f"{datetime.date.today().isoformat()}; {len(runs)} runs, mean "
         f"{np.mean([r['minutes'] for r in runs]):.1f} min each. {start_of_rl(args, runs)}; "
         "each RL phase then runs until its policy has sampled "
@@ -445,7 +445,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "testbed.py",
                         help="the base run config every cell starts from")
-    parser.add_argument("--out", type=Path, default=ROOT / "experiments/results/ablation")
+    parser.add_argument("--out", type=Path, default=ROOT / "experiments/seet_ablation/results/ablation")
     parser.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")],
                         default=[0, 1, 2, 3, 4])
     parser.add_argument("--variants", type=lambda s: s.split(","), default=list(VARIANTS))

@@ -9,7 +9,7 @@ over the whole encoder and the steps that fit in --minutes on an idle machine, t
 in CPU seconds / CPUs of wall time (on an idle 2-core machine the whole encoder's 124 steps in
 14.2 min matched that).
 
-    python experiments/retrieval_step_time.py [--rounds 3 --steps 2 --minutes 14]
+    python experiments/tool_retrieval/retrieval_step_time.py [--rounds 3 --steps 2 --minutes 14]
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ later ones are what copying predicts), the rest; plus whole-call exact match. Op
 circuit through training: `--freeze` holds its two heads' query/key columns, `--copy_rows` mixes
 repeated random-token rows into the batches. One setting per process; results as JSON.
 
-    python experiments/copy_circuit.py --out=experiments/results/copy_circuit/baseline.json \
+    python experiments/copy_circuit/copy_circuit.py --out=experiments/copy_circuit/results/baseline.json \
         --circuit=False --learning_rate=1e-3
-    python experiments/copy_circuit.py --out=experiments/results/copy_circuit/circuit.json
+    python experiments/copy_circuit/copy_circuit.py --out=experiments/copy_circuit/results/circuit.json
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ are real training tools. Settings are picked here, never on the test sets. Each 
 (TrainConfig fields as JSON) trains from all-MiniLM-L6-v2 on the dev training set and is scored
 by NDCG@10 (95% bootstrap interval) on dev-seen and dev-unseen, next to the zero-shot encoder.
 
-    python experiments/retrieval_sweep.py '{"steps": 124}' '{"steps": 190, "trainable_layers": 3}'
+    python experiments/tool_retrieval/retrieval_sweep.py '{"steps": 124}' \\
+        '{"steps": 190, "trainable_layers": 3}'
 """
 
 from __future__ import annotations
