@@ -1,6 +1,6 @@
 """The docs hold together: every relative link in README.md, docs/ and the studies' pages resolves
-to a file (and its #anchor to a heading of that file), and every config file, launcher and study
-path a page names exists. Plain text only: no JAX."""
+to a file (and its #anchor to a heading of that file), and every config file, launcher, study
+and module path a page names exists. Plain text only: no JAX."""
 
 import re
 from pathlib import Path
@@ -11,13 +11,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"),
                 *(ROOT / "experiments").glob("**/README.md"),
                 *(ROOT / "experiments").glob("**/HISTORY.md")])
-# Written on another branch of the same redesign (the code's move): a link to it may precede it.
-ELSEWHERE = {ROOT / "docs" / "architecture.md"}
 
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^(```|~~~)")
-# A path a page names, in code or prose: configs/*.py or *.yaml, launch/*.py, experiments/...
-NAMED = re.compile(r"(?<![\w./-])((?:configs|launch|experiments)/(?:[\w./*<>-]|\{[^}]*\})+)")
+# A path a page names, in code or prose: configs/*.py or *.yaml, launch/*.py, experiments/...,
+# seetjax/... (so the tree the docs draw is the tree there is)
+NAMED = re.compile(r"(?<![\w./-])((?:configs|launch|experiments|seetjax)/(?:[\w./*<>-]|\{[^}]*\})+)")
 
 
 def _prose(text: str) -> str:
@@ -70,8 +69,6 @@ def test_every_relative_link_resolves(page):
             continue
         path, _, anchor = target.partition("#")
         file = (page.parent / path).resolve() if path else page
-        if file in ELSEWHERE and not file.exists():
-            continue
         if not file.exists():
             broken.append(f"{target}: no such file")
         elif anchor and file.suffix == ".md" and anchor not in _anchors(file):
