@@ -6,6 +6,7 @@ import numpy as np
 
 from seetjax.batch import row_mask, target_mask
 from seetjax.envs.bfcl.data import load_tasks
+from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.losses.advantages import ReinforceAdvantageConfig, reinforce_advantages
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.episode import EpisodeLimits
@@ -29,7 +30,8 @@ class Recording(ScriptedPolicy):
 
 
 def test_a_prompt_over_the_episode_cap_is_never_played_and_left_out_of_the_batch(tokenizer):
-    rollout = Rollout(tokenizer, RolloutConfig(group_size=2, limits=LIMITS))
+    rollout = Rollout(tokenizer, RolloutConfig(env=BfclEnvConfig(prompt_style="compact"),
+                                               group_size=2, limits=LIMITS))
     episodes = rollout.episodes(TASKS, PLAIN_STAGE, progress=0.0, seed=0)
     assert [len(e.prompt) >= LIMITS.max_episode_tokens for e in episodes] == [1, 1, 0, 0]
     scripts = [[], [], replay(TASKS[1]), []]  # task B: one sample calls, one is silent
