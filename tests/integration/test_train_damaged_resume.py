@@ -80,8 +80,11 @@ def test_with_every_checkpoint_damaged_the_run_refuses_unless_told_to_start_over
     for step in (1, 2, 3):
         flip_a_byte(workdir / "checkpoints" / str(step))
     metrics = (workdir / "metrics.jsonl").read_bytes()
-    with pytest.raises(DamagedCheckpoints, match=r"checkpoint 3 \(ChecksumError.*checkpoint 1 "
-                                                 r"\(ChecksumError.*--start_over"):
+    # Each damage is named; which check finds a flipped byte depends on where it lands in the
+    # compressed data (the arrays' checksum for one that still decodes, the read for one that
+    # does not), and orbax's file layout varies between runs.
+    with pytest.raises(DamagedCheckpoints, match=r"checkpoint 3 \(.*checkpoint 2 \(.*checkpoint 1 "
+                                                 r"\(.*--start_over"):
         TrainRun(rl_only(3), workdir).run()
     assert (workdir / "metrics.jsonl").read_bytes() == metrics  # the run's record, untouched
     TrainRun(rl_only(1), workdir, start_over=True).run()

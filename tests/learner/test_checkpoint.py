@@ -180,7 +180,12 @@ def test_a_silently_corrupted_checkpoint_fails_its_checksum_and_falls_back(train
     with caplog.at_level("WARNING"):
         restored, caller, step = Checkpointer(tmp_path).restore_intact(template)
     assert step == 1 and caller == {"at": 1}
-    assert "checkpoint 2 is damaged" in caplog.text and "checksum" in caplog.text
+    # A flipped byte that still decodes fails the arrays' checksum; one in a compressed
+    # chunk's framing fails the read (orbax's layout, so which, varies between runs): both are
+    # set aside. An edited caller state always decodes: its checksum must catch it.
+    reasons = ("checksum",) if damage == "edited caller state" else ("checksum", "reading array")
+    assert "checkpoint 2 is damaged" in caplog.text
+    assert any(reason in caplog.text for reason in reasons)
     for key, value in flat_arrays(first.params).items():
         np.testing.assert_array_equal(value, flat_arrays(restored.params)[key])
 
