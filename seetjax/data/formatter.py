@@ -1,6 +1,6 @@
 """Dialogs -> token ids and loss weights with the tokenizer's chat template (token in, token out).
 
-The ids come from `Tokenizer.encode_messages`, which renders the conversation message by message,
+The ids come from `Tokenizer.encode_messages`, which renders the conversation reply by reply,
 masks exactly the tokens the assistant generates (after each generation header, up to and
 including the stop token) and fails if the pieces tokenise differently from the whole, so no
 re-tokenisation drift reaches training. A dialog too long for `max_len` is dropped or, with

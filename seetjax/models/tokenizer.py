@@ -117,16 +117,22 @@ class Tokenizer:
         generates: each assistant reply after its generation header, up to and including the
         first stop token.
 
-        Built message by message from the template's own renderings (prefix i+1 minus prefix i),
-        then checked against the ids of the whole rendering, so a template that is not
-        prefix-stable, or segments that tokenise differently apart, fail loudly here instead of
-        training on drifted tokens.
+        Built from the template's own renderings (prefix i+1 minus prefix i) at each reply and
+        at the end of each run of other messages, as a rollout appends them: a template may join
+        a run (Qwen2.5 puts consecutive tool results in one user turn) or need it whole (Llama
+        3.1 renders tools only with the first user message), so a message inside a run ends where
+        its run does. Then checked against the ids of the whole rendering, so a template that is
+        not prefix-stable, or segments that tokenise differently apart, fail loudly here instead
+        of training on drifted tokens.
         """
         ids: list[int] = []
         mask: list[int] = []
         ends: list[int] = []
         done = ""  # the rendering of the messages encoded so far
         for i, message in enumerate(messages):
+            if message["role"] != "assistant" and i + 1 < len(messages) and (
+                    messages[i + 1]["role"] != "assistant"):
+                continue  # rendered with the rest of its run
             if message["role"] == "assistant":
                 header = self._suffix(done, self.chat_text(messages[:i], tools, True), i)
                 ids += (header_ids := self.encode(header))
@@ -140,7 +146,7 @@ class Tokenizer:
                 trained = stops[0] + 1 if stops else len(segment)
             ids += segment
             mask += [1] * trained + [0] * (len(segment) - trained)
-            ends.append(len(ids))
+            ends += [len(ids)] * (i + 1 - len(ends))
             done = rendered
         if ids != self.encode(done):
             raise ValueError("chat template segments tokenise differently from the whole "
@@ -183,15 +189,19 @@ class Tokenizer:
     @staticmethod
     def _suffix(prefix: str, text: str, index: int) -> str:
         if not text.startswith(prefix):
-            raise ValueError(f"chat template is not prefix-stable at message {index}: rendering "
-                             "more messages changed the text of earlier ones")
+            at = next((k for k, (a, b) in enumerate(zip(prefix, text)) if a != b), len(text))
+            raise ValueError(
+                f"chat template is not prefix-stable at message {index}: rendering more messages "
+                f"changed the text of earlier ones (character {at}: {prefix[at:at + 40]!r} became "
+                f"{text[at:at + 40]!r}); token-in/token-out needs a template that only appends")
         return text[len(prefix):]
 
 
 @dataclasses.dataclass(frozen=True)
 class EncodedChat:
     """A conversation as token ids; `loss_mask[i]` is 1 on tokens the model itself produced;
-    `message_ends[k]` is the number of ids up to the end of message k."""
+    `message_ends[k]` is the number of ids up to the end of message k (of its run of non-assistant
+    messages: see `Tokenizer.encode_messages`)."""
 
     ids: list[int]
     loss_mask: list[int]
