@@ -1,5 +1,6 @@
 """The OpenAI-compatible server under loopback load: continuous batching vs the same engine with
-static batches vs one request at a time, side by side in one run.
+static batches vs one request at a time, side by side in one run; and continuous batching with
+every other request a forced tool call (constrained decoding: its cost on the batch).
 
 Each mode is a real `launch/serve.py` process on 127.0.0.1; this process is the load: N
 concurrent clients (the official `openai` async client), each sending R streamed requests of mixed
@@ -37,7 +38,16 @@ COLUMNS = ["date", "machine", "setting", "mode", "completion tok/s", "requests/s
 WORDS = ("list move copy file folder ticket message send read the a of to with into from report "
          "docs math add divide number user contact search open close status please then").split()
 MODES = {"continuous": ["--batching=continuous"], "static": ["--batching=static"],
-         "one at a time": ["--max_batch=1"]}
+         "one at a time": ["--max_batch=1"],
+         # Every other request forces a tool call: constrained decoding's cost on the batch.
+         "continuous half forced": ["--batching=continuous"]}
+FORCED_EVERY = {"continuous half forced": 2}
+TOOLS = [{"type": "function", "function": {"name": "move_file", "parameters": {
+    "type": "object", "properties": {"source": {"type": "string"},
+                                     "destination": {"type": "string"}},
+    "required": ["source", "destination"]}}},
+         {"type": "function", "function": {"name": "add", "parameters": {
+             "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}}]
 
 
 def start_server(extra: list[str], args) -> tuple[subprocess.Popen, str]:
@@ -59,18 +69,21 @@ def workload(clients: int, requests: int, seed: int) -> list[list[tuple[str, int
               rng.choice([16, 32, 64, 128])) for _ in range(requests)] for _ in range(clients)]
 
 
-async def one_request(client: openai.AsyncOpenAI, prompt: str, max_tokens: int, seed: int
-                      ) -> tuple[float, float, int]:
-    """(latency s, time to first token s, completion tokens) of one streamed request."""
+async def one_request(client: openai.AsyncOpenAI, prompt: str, max_tokens: int, seed: int,
+                      forced: bool = False) -> tuple[float, float, int]:
+    """(latency s, time to first token s, completion tokens) of one streamed request; `forced`:
+    with tools and tool_choice "required" (constrained decoding)."""
     start = time.perf_counter()
     first = None
     tokens = 0
+    tools = {"tools": TOOLS, "tool_choice": "required"} if forced else {}
     stream = await client.chat.completions.create(
         model="bench", messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
         temperature=1.0, seed=seed, stream=True, stream_options={"include_usage": True},
-        extra_body={"ignore_eos": True})
+        extra_body={"ignore_eos": True}, **tools)
     async for chunk in stream:
-        if first is None and chunk.choices and chunk.choices[0].delta.content:
+        delta = chunk.choices[0].delta if chunk.choices else None
+        if first is None and delta is not None and (delta.content or delta.tool_calls):
             first = time.perf_counter() - start
         if chunk.usage is not None:
             tokens = chunk.usage.completion_tokens
@@ -78,14 +91,16 @@ async def one_request(client: openai.AsyncOpenAI, prompt: str, max_tokens: int, 
     return latency, first if first is not None else latency, tokens
 
 
-async def run_load(url: str, plan: list[list[tuple[str, int]]]) -> dict:
+async def run_load(url: str, plan: list[list[tuple[str, int]]], forced_every: int = 0) -> dict:
     client = openai.AsyncOpenAI(base_url=url, api_key="bench", max_retries=0, timeout=3600)
     results, errors = [], []
 
     async def user(k: int, requests: list[tuple[str, int]]) -> None:
         for i, (prompt, max_tokens) in enumerate(requests):
+            forced = bool(forced_every) and (k + i) % forced_every == 0
             try:
-                results.append(await one_request(client, prompt, max_tokens, k * 1000 + i))
+                results.append(await one_request(client, prompt, max_tokens, k * 1000 + i,
+                                                  forced))
             except Exception as e:  # noqa: BLE001 - counted, reported
                 errors.append(f"{type(e).__name__}: {e}")
 
@@ -120,13 +135,13 @@ def main() -> None:
     for mode in modes:
         process, url = start_server(MODES[mode], args)
         try:
-            asyncio.run(run_load(url, warmup))
-            rows[mode] = asyncio.run(run_load(url, plan))
+            asyncio.run(run_load(url, warmup, FORCED_EVERY.get(mode, 0)))
+            rows[mode] = asyncio.run(run_load(url, plan, FORCED_EVERY.get(mode, 0)))
         finally:
             process.terminate()
             process.wait(60)
         r = rows[mode]
-        print(f"{mode:>14}: {r['tok_s']:7.1f} completion tok/s, {r['req_s']:5.2f} req/s, latency "
+        print(f"{mode:>23}: {r['tok_s']:7.1f} completion tok/s, {r['req_s']:5.2f} req/s, latency "
               f"p50 {r['latency'][0]:.2f} s p99 {r['latency'][1]:.2f} s, TTFT p50 "
               f"{r['ttft'][0]:.2f} s p99 {r['ttft'][1]:.2f} s, {r['requests']} requests, "
               f"{len(r['errors'])} errors in {r['wall']:.1f} s", flush=True)

@@ -4,8 +4,8 @@
     uvicorn.run(app, host="127.0.0.1", port=8000)      # or launch/serve.py
 
 Routes (one router per resource, `seetjax/serving/routes/`): GET /v1/models, GET
-/v1/models/{id}, POST /v1/chat/completions, GET /health. The engine's decode thread starts and
-stops with the app (its lifespan).
+/v1/models/{id}, POST /v1/chat/completions, POST /v1/completions, GET /health, GET /metrics.
+The engine's decode thread starts and stops with the app (its lifespan).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from seetjax.serving.deps import Server, ServerConfig
 from seetjax.serving.engine import Engine
 from seetjax.serving.errors import APIError, error_body, install_error_handlers
-from seetjax.serving.routes import chat, health, models
+from seetjax.serving.routes import chat, completions, health, metrics, models
 
 
 class ApiKeyAuth:
@@ -108,6 +108,8 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
     install_error_handlers(app)
     app.include_router(models.router)
     app.include_router(chat.router)
+    app.include_router(completions.router)
+    app.include_router(metrics.router)
     app.include_router(health.router)
     app.add_middleware(BodySizeLimit, limit=config.max_request_bytes)
     if config.api_key:

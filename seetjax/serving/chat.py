@@ -21,6 +21,7 @@ from typing import Any
 
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.serving.errors import APIError
+from seetjax.serving.json_grammar import NFA, schema_nfa, value
 from seetjax.serving.protocol import (
     AssistantMessage,
     ChatCompletionRequest,
@@ -28,6 +29,7 @@ from seetjax.serving.protocol import (
     SystemMessage,
     ToolMessage,
 )
+from seetjax.serving.token_fsm import TokenFSM, Vocabulary, compile_fsm
 from seetjax.tools.calls import ParseError, ToolCall, parse_tool_calls
 
 _HERMES_OPEN, _HERMES_CLOSE = "<tool_call>", "</tool_call>"
@@ -44,7 +46,7 @@ def tool_call_id() -> str:
 @dataclasses.dataclass(frozen=True)
 class Prompt:
     ids: list[int]
-    forced: str  # text the reply was made to start with (a forced tool call's opening)
+    constraint: TokenFSM | None = None  # what the reply must be (a forced tool call)
 
 
 def min_context(tokenizer: Tokenizer) -> int:
@@ -121,8 +123,8 @@ class ChatFormat:
         return out
 
     def prompt(self, request: ChatCompletionRequest) -> Prompt:
-        """The prompt's token ids; with a named or required tool choice, the reply is opened
-        with the template's own tool-call opening (and the function's name)."""
+        """The prompt's token ids; with a named or required tool choice, the automaton the
+        reply must follow (one call in the template's own form)."""
         messages = self.template_messages(request)
         tools = [t.raw for t in request.tools] if request.tools else None
         try:
@@ -130,31 +132,95 @@ class ChatFormat:
         except Exception as e:  # noqa: BLE001 - a template's own raise_exception, bad roles...
             raise APIError(400, f"The chat template rejected the messages: {e}",
                            param="messages", code="invalid_value") from None
-        forced = self.forced_opening(request)
-        return Prompt(self.tokenizer.encode(text + forced), forced)
+        return Prompt(self.tokenizer.encode(text),
+                      self.forced_call(request) or self.json_reply(request))
 
-    def forced_opening(self, request: ChatCompletionRequest) -> str:
-        if self.call_parts is None or not request.tools:
-            return ""
-        before_name, after_name = self.call_parts
-        # Trailing whitespace is left to the model: BPE vocabularies glue a space to the token
-        # after it (' {"'), so a forced lone ' ' would be a token the model never saw there.
-        if isinstance(request.tool_choice, NamedToolChoice):
-            return (before_name + request.tool_choice.function.name + after_name).rstrip()
-        if request.tool_choice == "required":
-            return before_name.rstrip()
-        return ""
+    def json_reply(self, request: ChatCompletionRequest) -> TokenFSM | None:
+        """With a JSON response_format, the token automaton of JSON valid under its schema
+        (`json_grammar.py`); None otherwise."""
+        if request.json_schema is None:
+            return None
+        try:
+            return self._json_fsm(json.dumps(request.json_schema))
+        except ValueError as e:
+            raise APIError(400, str(e).replace("schema", "response_format.json_schema.schema", 1),
+                           param="response_format", code="invalid_value") from None
+
+    @functools.lru_cache(maxsize=64)  # noqa: B019 - one instance per server
+    def _json_fsm(self, schema: str) -> TokenFSM:
+        return compile_fsm(schema_nfa(json.loads(schema)), self.vocabulary)
+
+    def forced_call(self, request: ChatCompletionRequest) -> TokenFSM | None:
+        """With tool_choice "required" or a named function, the token automaton of one call
+        (of any tool, or of the named one) written as the template writes calls, its arguments
+        valid under the tool's parameters schema (`json_grammar.py`); None otherwise."""
+        if not request.tools or not (request.tool_choice == "required"
+                                     or isinstance(request.tool_choice, NamedToolChoice)):
+            return None
+        if self.call_parts is None:
+            raise APIError(400, "tool_choice: this model's chat template does not render tool "
+                           "calls, so none can be forced", param="tool_choice",
+                           code="invalid_value")
+        named = (request.tool_choice.function.name
+                 if isinstance(request.tool_choice, NamedToolChoice) else None)
+        tools = [(i, t.function) for i, t in enumerate(request.tools)
+                 if named is None or t.function.name == named]
+        key = json.dumps([[i, f.name, f.parameters] for i, f in tools])  # key order matters
+        try:
+            return self._call_fsm(key)
+        except ValueError as e:
+            raise APIError(400, str(e), param="tools", code="invalid_value") from None
+
+    @functools.lru_cache(maxsize=64)  # noqa: B019 - one instance per server
+    def _call_fsm(self, key: str) -> TokenFSM:
+        before_name, after_name, after_args = self.call_parts
+        nfa = NFA()
+        opened = nfa.literal(nfa.start, before_name)
+
+        def call(index: int, name: str, parameters: dict[str, Any] | None):
+            # No parameters: an empty list of them (OpenAI's reading).
+            schema = {"type": "object", "properties": {}} if parameters is None else parameters
+            where = f"tools[{index}].function.parameters"
+            return lambda a: value(nfa, nfa.literal(a, name + after_name), schema, where)
+
+        called = nfa.alternatives(opened, [call(*tool) for tool in json.loads(key)])
+        nfa.final = nfa.literal(called, after_args)
+        return compile_fsm(nfa, self.vocabulary)
+
+    @functools.cached_property
+    def vocabulary(self) -> Vocabulary:
+        """What each token writes, for constrained decoding: special tokens and pieces of a
+        UTF-8 character are never chosen there."""
+        special = set(self.tokenizer.hf.all_special_ids)
+        token_text = TokenText(self.tokenizer)
+
+        def text(token: int) -> str | None:
+            if token in special:
+                return None
+            try:
+                return bytes(token_text.bytes(token)).decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+
+        return Vocabulary([text(i) for i in range(len(self.tokenizer))],
+                          self.tokenizer.stop_ids, len(self.tokenizer))
 
     # ------------------------------------------------------------------ replies
 
     def tools_active(self, request: ChatCompletionRequest) -> bool:
-        return bool(request.tools) and request.tool_choice != "none"
+        """Whether a reply may hold calls (not with tool_choice none, nor when it must be
+        JSON of a response_format)."""
+        return (bool(request.tools) and request.tool_choice != "none"
+                and request.json_schema is None)
 
     def reply(self, request: ChatCompletionRequest, text: str, finish_reason: str) -> Reply:
-        """A generated text (with any forced opening) as content and/or tool calls. A reply cut
+        """A generated text as content and/or tool calls. A reply cut
         at its token limit is content: its last call may be cut too."""
         if not self.tools_active(request) or finish_reason != "stop":
             return Reply(text, [])
+        if self.call_parts is not None and (request.tool_choice == "required" or isinstance(
+                request.tool_choice, NamedToolChoice)):
+            return self._forced_reply(text)
         calls = parse_tool_calls(text, "auto")
         declared = {t.function.name for t in request.tools or []}
         if isinstance(request.tool_choice, NamedToolChoice):
@@ -166,6 +232,22 @@ class ChatFormat:
         # itself when it renders the message again (content, newline, calls).
         content = _outside_calls(text).rstrip() if _HERMES_OPEN in text else ""
         return Reply(content if content.strip() else None, [openai_tool_call(c) for c in calls])
+
+
+    def _forced_reply(self, text: str) -> Reply:
+        """A forced call, read by the form its automaton gave it (`forced_call`), not by a
+        parser: its strings may hold anything, `</tool_call>` included."""
+        before_name, after_name, after_args = self.call_parts
+        name, _, rest = text[len(before_name):].partition(after_name)  # names have no quotes
+        try:
+            _, end = json.JSONDecoder().raw_decode(rest)
+        except json.JSONDecodeError:
+            end = -1
+        if end < 0 or rest[end:] != after_args:  # cut short by a stop string: not a call
+            return Reply(text, [])
+        # The arguments as written (valid JSON by construction), as they were streamed.
+        return Reply(None, [{"id": tool_call_id(), "type": "function",
+                             "function": {"name": name, "arguments": rest[:end]}}])
 
 
 def openai_tool_call(call: ToolCall) -> dict[str, Any]:
@@ -188,9 +270,11 @@ def _outside_calls(text: str) -> str:
     return "".join(out)
 
 
-def _call_parts(tokenizer: Tokenizer) -> tuple[str, str] | None:
-    """How the template opens a tool call, split around the function name: rendered from a
-    placeholder call, so it holds for any template that renders `tool_calls` (None otherwise)."""
+def _call_parts(tokenizer: Tokenizer) -> tuple[str, str, str] | None:
+    """How the template writes a tool call, split around the function name and the arguments
+    (before the name, between it and the arguments, after them up to the end of the turn):
+    rendered from a placeholder call, so it holds for any template that renders `tool_calls`
+    (None otherwise)."""
     name, key = "zqxfunctionzqx", "zqxargumentzqx"
     head = [{"role": "user", "content": "q"}]
     call = {"id": "c", "type": "function", "function": {"name": name, "arguments": {key: 1}}}
@@ -204,10 +288,12 @@ def _call_parts(tokenizer: Tokenizer) -> tuple[str, str] | None:
         return None
     reply = full[len(start):]
     at, arg = reply.find(name), reply.find(key)
-    brace = reply.rfind("{", 0, arg)
-    if at < 0 or arg < 0 or brace < at + len(name):
+    brace, closed = reply.rfind("{", 0, arg), reply.find("}", arg)
+    if at < 0 or arg < 0 or brace < at + len(name) or closed < 0:
         return None
-    return reply[:at], reply[at + len(name):brace]
+    after = reply[closed + 1:]
+    ends = [i for t in tokenizer.stop_ids if (i := after.find(tokenizer.decode([t]))) >= 0]
+    return reply[:at], reply[at + len(name):brace], after[:min(ends, default=len(after))]
 
 
 class ContentStream:
@@ -216,11 +302,11 @@ class ContentStream:
     content when it does not parse), and so does trailing whitespace (`ChatFormat.reply` drops
     it before a call), so the streamed content is always the start of the final content."""
 
-    def __init__(self, tools_active: bool, forced: str = ""):
+    def __init__(self, tools_active: bool, forced: bool = False):
         self.tools_active = tools_active
-        self.text = forced
+        self.text = ""
         self.sent = ""
-        self._holding = bool(forced)  # a forced call opening: all of it is a call
+        self._holding = forced  # a forced call: all of it is a call
 
     def feed(self, delta: str) -> str:
         self.text += delta
@@ -253,6 +339,35 @@ class ContentStream:
         if final.startswith(self.sent):
             return final[len(self.sent):]
         return ""  # cannot happen with the rules above; never send contradicting text
+
+
+class ForcedCallStream:
+    """Streams a forced call (`ChatFormat.forced_call`) as OpenAI does: a first tool-call delta
+    with its id and name once the name is written, then the arguments as they decode. The
+    automaton fixes the reply's form (opening, name, arguments, closing), so the arguments are
+    all that follows the name but the closing's length: what goes out is always the start of
+    the final arguments."""
+
+    def __init__(self, call_parts: tuple[str, str, str]):
+        self.before_name, self.after_name, self.after_args = call_parts
+        self.text, self.id, self.sent = "", None, 0
+
+    def feed(self, delta: str) -> list[dict[str, Any]]:
+        """The tool-call deltas (OpenAI's form, call index 0) that `delta` completes."""
+        self.text += delta
+        name, found, arguments = self.text[len(self.before_name):].partition(self.after_name)
+        if not found:
+            return []
+        out: list[dict[str, Any]] = []
+        if self.id is None:
+            self.id = tool_call_id()
+            out.append({"index": 0, "id": self.id, "type": "function",
+                        "function": {"name": name, "arguments": ""}})
+        ready = arguments[:max(0, len(arguments) - len(self.after_args))]
+        if len(ready) > self.sent:
+            out.append({"index": 0, "function": {"arguments": ready[self.sent:]}})
+            self.sent = len(ready)
+        return out
 
 
 def _partial_suffix(text: str, marker: str) -> int:

@@ -67,23 +67,45 @@ def _advance(model: Transformer, state: DecodeState, token: Array, live: Array) 
 
 def decode_chunk(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState, keys: Array,
                   generated: Array, budget: Array, stop_ids: Array, temperature: Array,
-                  top_p: Array, top_k: Array, *, num_steps: int, num_top: int, pad_id: int):
-    """Up to `num_steps` tokens per row; row b takes at most budget[b] and stops at a stop id."""
+                  top_p: Array, top_k: Array, constraint: tuple[Array, Array] | None = None, *,
+                  num_steps: int, num_top: int, pad_id: int):
+    """Up to `num_steps` tokens per row; row b takes at most budget[b] and stops at a stop id.
+
+    `constraint` (table [S, V'] int32, row states [B] int32), for batches with a constrained row:
+    row b in state s >= 0 samples only tokens t with table[s, t] >= 0 and moves to that state
+    (`token_fsm.py`); rows in state -1 are not constrained. Without it (None) the program is the
+    unconstrained one, unchanged."""
     model = nnx.merge(graphdef, params)
     batch = budget.shape[0]
+
+    def masked(logits: Array, fsm: Array | None) -> Array:
+        if fsm is None:
+            return logits
+        allowed = constraint[0][jnp.maximum(fsm, 0)]  # [B, V'] (V' <= V: the tokenizer's)
+        allowed = jnp.pad(allowed, [(0, 0), (0, logits.shape[1] - allowed.shape[1])],
+                          constant_values=-1)
+        return jnp.where((fsm[:, None] < 0) | (allowed >= 0), logits, -jnp.inf)
+
+    def moved(fsm: Array | None, token: Array, live: Array) -> Array | None:
+        if fsm is None:
+            return None
+        table = constraint[0]
+        nxt = table[jnp.maximum(fsm, 0), jnp.minimum(token, table.shape[1] - 1)]
+        return jnp.where((fsm >= 0) & live, nxt, fsm)
 
     def cond(carry):
         step, _, done, *_ = carry
         return (step < num_steps) & ~jnp.all(done)
 
     def body(carry):
-        step, state, done, count, stopped, tokens, logprobs, top_ids, top_lps = carry
+        step, state, done, count, stopped, tokens, logprobs, top_ids, top_lps, fsm = carry
         # The key of a row's i-th generated token depends on nothing else in the batch.
         step_keys = jax.vmap(lambda k, i: jax.random.key_data(jax.random.fold_in(
             jax.random.wrap_key_data(k), i)))(keys, generated + count)
-        token, logprob, tids, tlps = _sample_rows(state.logits, step_keys, temperature, top_p,
-                                                  top_k, num_top)
+        token, logprob, tids, tlps = _sample_rows(masked(state.logits, fsm), step_keys,
+                                                  temperature, top_p, top_k, num_top)
         live = ~done
+        fsm = moved(fsm, token, live)
         token = jnp.where(live, token, pad_id)
         tokens = tokens.at[:, step].set(token)
         logprobs = logprobs.at[:, step].set(jnp.where(live, logprob, 0.0))
@@ -93,15 +115,17 @@ def decode_chunk(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState, 
         hit_stop = live & jnp.any(token[:, None] == stop_ids, axis=1)
         state = _advance(model, state, token, live)
         done = done | hit_stop | (count >= budget)
-        return step + 1, state, done, count, stopped | hit_stop, tokens, logprobs, top_ids, top_lps
+        return (step + 1, state, done, count, stopped | hit_stop, tokens, logprobs, top_ids,
+                top_lps, fsm)
 
     zeros = jnp.zeros((batch,), jnp.int32)
     carry = (jnp.int32(0), state, budget <= 0, zeros, zeros.astype(bool),
              jnp.full((batch, num_steps), pad_id, jnp.int32),
              jnp.zeros((batch, num_steps), jnp.float32),
              jnp.zeros((batch, num_steps, num_top), jnp.int32),
-             jnp.zeros((batch, num_steps, num_top), jnp.float32))
-    _, state, _, count, stopped, tokens, logprobs, top_ids, top_lps = jax.lax.while_loop(
+             jnp.zeros((batch, num_steps, num_top), jnp.float32),
+             None if constraint is None else constraint[1])
+    _, state, _, count, stopped, tokens, logprobs, top_ids, top_lps, _ = jax.lax.while_loop(
         cond, body, carry)
     return state, tokens, logprobs, top_ids, top_lps, count, stopped
 

@@ -67,6 +67,8 @@ from seetjax.serving.requests import (
     RequestOutput,
     RequestState,
 )
+from seetjax.serving.telemetry import Histogram, TokenRate
+from seetjax.serving.token_fsm import stack_tables
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +115,9 @@ class Engine:
         self.batching = batching
         self.stop_ids = list(tokenizer.stop_ids)
         self.stats = EngineStats()
+        self.ttft = Histogram()  # seconds from submit to a request's first token
+        self.token_rate = TokenRate()
+        self.weight_version = 0  # whoever replaces `params` bumps it (reported by /metrics)
         self.prefixes = PrefixCache(self.sampler, prefix_cache_tokens, min_prefix_tokens)
 
         graphdef = nnx.graphdef(model)
@@ -137,6 +142,8 @@ class Engine:
         self._seeds = random.Random(int.from_bytes(os.urandom(8), "little"))
         self._ids = 0
         self._request_seconds = 0.0  # moving average of a request's time in the batch
+        # The constrained rows' stacked automata on the device: (their ids, offsets, table).
+        self._tables: tuple[tuple[int, ...], dict[int, int], jax.Array, list] | None = None
 
     # ------------------------------------------------------------------ public
 
@@ -356,16 +363,24 @@ class Engine:
         self._state, tokens, logprobs, top_ids, top_lps, count, stopped = self._decode(
             self.params, self._state, jnp.asarray(keys), jnp.asarray(generated),
             jnp.asarray(budget), jnp.asarray(stops), jnp.asarray(temperature),
-            jnp.asarray(top_p), jnp.asarray(top_k), num_steps=self.chunk_steps, num_top=num_top)
+            jnp.asarray(top_p), jnp.asarray(top_k), self._constraint(padded),
+            num_steps=self.chunk_steps, num_top=num_top)
         tokens, logprobs, top_ids, top_lps, count, stopped = jax.device_get(
             (tokens, logprobs, top_ids, top_lps, count, stopped))
         self.stats.chunks += 1
+        self.token_rate.record(int(count.sum()))
+        now = time.monotonic()
         for row in range(rows):
             choice = self._rows[row]
             if choice is None:
                 continue
             n = int(count[row])
             k = choice.request.handle.params.top_logprobs
+            if choice.fsm_state >= 0:
+                choice.fsm_state = choice.request.handle.params.constraint.advance(
+                    choice.fsm_state, tokens[row, :n].tolist())
+            if n and not any(c.tokens for c in choice.request.choices):
+                self.ttft.observe(now - choice.request.handle.submitted)
             choice.tokens += tokens[row, :n].tolist()
             choice.logprobs += logprobs[row, :n].tolist()
             choice.tops += [list(zip(top_ids[row, i, :k].tolist(), top_lps[row, i, :k].tolist()))
@@ -379,6 +394,30 @@ class Engine:
             if choice.finish is not None:
                 self._rows[row] = None
                 self._finish_choice(choice, row)
+
+    def _constraint(self, padded: int) -> tuple[jax.Array, jax.Array] | None:
+        """The decode chunk's (table, row states) for the constrained rows, None when there are
+        none (the unconstrained program runs, unchanged). The tables of the rows' automata are
+        stacked (each row's state offset to its own), in a power-of-two number of states so
+        few shapes compile; the stacked table stays on the device while the same automata
+        decode."""
+        fsms = {id(c.request.handle.params.constraint): c.request.handle.params.constraint
+                for c in self._rows if c is not None and c.fsm_state >= 0}
+        if not fsms:
+            self._tables = None
+            return None
+        key = tuple(sorted(fsms))
+        if self._tables is None or self._tables[0] != key:
+            offsets, table = stack_tables([fsms[k] for k in key])
+            # The automata are held with their table: their ids stay theirs while it is cached.
+            self._tables = (key, dict(zip(key, offsets)), jnp.asarray(table),
+                            list(fsms.values()))
+        _, offsets, table, _ = self._tables
+        states = np.full((padded,), -1, np.int32)
+        for row, c in enumerate(self._rows):
+            if c is not None and c.fsm_state >= 0:
+                states[row] = offsets[id(c.request.handle.params.constraint)] + c.fsm_state
+        return table, jnp.asarray(states)
 
     # ------------------------------------------------------------------ finishing
 

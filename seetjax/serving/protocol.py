@@ -69,6 +69,25 @@ def _lone_surrogate(body: dict[str, Any]) -> str | None:
     return None
 
 
+def _text_only(data: Any) -> Any:
+    where = _lone_surrogate(data) if isinstance(data, dict) else None
+    if where is not None:
+        raise _FieldError(where, "holds a lone UTF-16 surrogate (such as \\ud800), "
+                          "which is not text")
+    return data
+
+
+def _stop_list(value: str | list[str] | None) -> list[str] | None:
+    if value is None:
+        return None
+    stops = [value] if isinstance(value, str) else value
+    if len(stops) > MAX_STOP_STRINGS:
+        raise ValueError(f"at most {MAX_STOP_STRINGS} stop sequences, got {len(stops)}")
+    if any(not s for s in stops):
+        raise ValueError("stop sequences must be non-empty")
+    return stops
+
+
 def _text(content: Any) -> str:
     """A message's content as text: a string, or a list of text parts (joined with newlines)."""
     if isinstance(content, str):
@@ -200,10 +219,34 @@ class StreamOptions(_Strict):
     include_usage: bool = False
 
 
+class JsonSchemaFormat(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    strict: bool | None = None
+
+
 class ResponseFormat(_Strict):
-    # Its other fields depend on its type; every type but text is refused, so they are too.
-    model_config = ConfigDict(strict=True, extra="allow")
-    type: str
+    """`text`; `json_object` (any JSON object); `json_schema` (JSON valid under its schema,
+    enforced by constrained decoding)."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_with_its_type(self) -> ResponseFormat:
+        if (self.type == "json_schema") != (self.json_schema is not None):
+            raise ValueError("json_schema is required with type 'json_schema', and only then")
+        return self
+
+    @property
+    def reply_schema(self) -> dict[str, Any] | None:
+        """The schema the reply must follow (None: any text)."""
+        if self.type == "json_object":
+            return {"type": "object"}
+        if self.type == "json_schema":
+            return self.json_schema.schema_ or {}
+        return None
 
 
 class ChatCompletionRequest(_Strict):
@@ -244,11 +287,7 @@ class ChatCompletionRequest(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _text_only(cls, data: Any) -> Any:
-        where = _lone_surrogate(data) if isinstance(data, dict) else None
-        if where is not None:
-            raise _FieldError(where, "holds a lone UTF-16 surrogate (such as \\ud800), "
-                              "which is not text")
-        return data
+        return _text_only(data)
 
     @field_validator("n", "stream", "logprobs", "return_token_ids", "ignore_eos", mode="wrap")
     @classmethod
@@ -260,14 +299,7 @@ class ChatCompletionRequest(_Strict):
     @field_validator("stop")
     @classmethod
     def _stops(cls, value: str | list[str] | None) -> list[str] | None:
-        if value is None:
-            return None
-        stops = [value] if isinstance(value, str) else value
-        if len(stops) > MAX_STOP_STRINGS:
-            raise ValueError(f"at most {MAX_STOP_STRINGS} stop sequences, got {len(stops)}")
-        if any(not s for s in stops):
-            raise ValueError("stop sequences must be non-empty")
-        return stops
+        return _stop_list(value)
 
     @field_validator(*_NO_OP_ONLY)
     @classmethod
@@ -277,20 +309,17 @@ class ChatCompletionRequest(_Strict):
             raise ValueError(f"{json.dumps(value)} is not supported ({why})")
         return value
 
-    @field_validator("response_format")
-    @classmethod
-    def _text_format(cls, value: ResponseFormat | None) -> ResponseFormat | None:
-        if value is not None and value.type != "text":
-            raise ValueError(f"response_format {value.type!r} is not supported (only 'text')")
-        return value
-
     @model_validator(mode="after")
     def _consistent(self) -> ChatCompletionRequest:
         if self.top_logprobs is not None and self.top_logprobs > 0 and not self.logprobs:
             raise _FieldError("top_logprobs", "top_logprobs needs logprobs=true")
         if self.stream_options is not None and not self.stream:
             raise _FieldError("stream_options", "stream_options needs stream=true")
-        if isinstance(self.tool_choice, NamedToolChoice) or self.tool_choice == "required":
+        forced = isinstance(self.tool_choice, NamedToolChoice) or self.tool_choice == "required"
+        if forced and self.json_schema is not None:
+            raise _FieldError("response_format", "a JSON response_format and a forced "
+                              "tool_choice cannot both hold: the reply is a call or JSON")
+        if forced:
             names = {t.function.name for t in self.tools or []}
             if not names:
                 raise _FieldError("tool_choice", "tool_choice names a tool but no tools are given")
@@ -299,6 +328,11 @@ class ChatCompletionRequest(_Strict):
                 raise _FieldError("tool_choice", f"tool_choice names "
                                   f"{self.tool_choice.function.name!r}, which is not in tools")
         return self
+
+    @property
+    def json_schema(self) -> dict[str, Any] | None:
+        """The schema a JSON response_format asks the reply to follow, else None."""
+        return None if self.response_format is None else self.response_format.reply_schema
 
     @property
     def completion_limit(self) -> int | None:
@@ -312,3 +346,50 @@ class _FieldError(ValueError):
     def __init__(self, field: str, message: str):
         super().__init__(message)
         self.field = field
+
+
+class CompletionRequest(_Strict):
+    """POST /v1/completions (OpenAI's legacy text completions): one prompt, as text or token
+    ids, continued as it is (no chat template). OpenAI's defaults: max_tokens 16, temperature 1.
+    `logprobs` k in [0, 5] returns each token's logprob and its top k alternatives."""
+
+    model: str
+    prompt: str | list[int] = Field(min_length=1)
+    max_tokens: int | None = Field(16, ge=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=0, le=MAX_TOP_K)
+    n: int = Field(1, ge=1)
+    stop: str | list[str] | None = None
+    seed: int | None = Field(None, ge=-_INT64, lt=_INT64)
+    logprobs: int | None = Field(None, ge=0, le=5)
+    # Accepted only with the values that ask for nothing more (others are refused, not ignored).
+    stream: Literal[False] = False
+    echo: Literal[False] = False
+    best_of: Literal[1] | None = None
+    suffix: None = None
+    presence_penalty: Literal[0] | None = None
+    frequency_penalty: Literal[0] | None = None
+    user: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_only(cls, data: Any) -> Any:
+        return _text_only(data)
+
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, value: str | list[str] | None) -> list[str] | None:
+        return _stop_list(value)
+
+    @field_validator("n", mode="wrap")
+    @classmethod
+    def _null_is_default(cls, value: Any, handler: Any) -> Any:
+        return 1 if value is None else handler(value)
+
+    @field_validator("prompt")
+    @classmethod
+    def _token_ids(cls, value: str | list[int]) -> str | list[int]:
+        if isinstance(value, list) and any(t < 0 for t in value):
+            raise ValueError("token ids must be >= 0")
+        return value

@@ -11,10 +11,13 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import numpy as np
+
+if TYPE_CHECKING:
+    from seetjax.serving.token_fsm import TokenFSM
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's bound on top_logprobs
 MAX_TOP_K = 2**31 - 1  # the decode chunk holds top_k as int32
@@ -36,7 +39,9 @@ class EngineStoppedError(RuntimeError):
 class GenerationParams:
     """What one request asks for. temperature 0 is greedy; top_k 0 and top_p 1 disable those
     filters; `stop` strings end a choice (not included in its text); `seed` None draws one;
-    `ignore_eos` decodes past the stop tokens (fixed-length outputs, for benchmarks)."""
+    `ignore_eos` decodes past the stop tokens (fixed-length outputs, for benchmarks);
+    `constraint` limits every choice to the token sequences a `TokenFSM` accepts (constrained
+    decoding: forced tool calls, JSON schemas)."""
 
     max_tokens: int = 256
     temperature: float = 1.0
@@ -47,6 +52,7 @@ class GenerationParams:
     seed: int | None = None
     top_logprobs: int = 0
     ignore_eos: bool = False  # decode to max_tokens whatever the model says (benchmarks)
+    constraint: TokenFSM | None = None
 
     def __post_init__(self):
         # Field-named errors: the HTTP layer validates first, but the engine is also a library.
@@ -191,6 +197,8 @@ class ChoiceState:
         self.sent_tokens = 0  # tokens already handed out
         self.finish: str | None = None
         self.text = ""
+        # The choice's state in its request's `constraint` (-1: not constrained).
+        self.fsm_state = 0 if request.handle.params.constraint is not None else -1
 
     @property
     def length(self) -> int:

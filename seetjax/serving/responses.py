@@ -116,3 +116,28 @@ class ChatCompletionChunk(_Out):
     model: str
     choices: list[ChunkChoice]
     usage: Usage | None = None
+
+
+class CompletionLogprobs(_Out):
+    """OpenAI's legacy logprobs: per token its text, logprob, top alternatives and offset."""
+
+    tokens: list[str]
+    token_logprobs: list[float]
+    top_logprobs: list[dict[str, float]] | None
+    text_offset: list[int]
+
+
+class CompletionChoice(_Out):
+    index: int
+    text: str
+    finish_reason: Literal["stop", "length"]
+    logprobs: CompletionLogprobs | None = None
+
+
+class Completion(_Out):
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage

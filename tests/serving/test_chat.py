@@ -64,15 +64,24 @@ def test_tool_choice_and_limits_decide_whether_calls_are_read(chat_format):
     assert chat_format.reply(no_tools, CALL, "stop").content == CALL
 
 
-def test_forced_openings_come_from_the_template(chat_format, tokenizer):
-    assert chat_format.call_parts == ('<tool_call>{"name": "', '", "arguments": ')
+def test_forced_calls_take_the_template_form(chat_format, tokenizer):
+    assert chat_format.call_parts == ('<tool_call>{"name": "', '", "arguments": ',
+                                      '}</tool_call>')
     named = request(tool_choice={"type": "function", "function": {"name": "get_weather"}})
-    assert chat_format.forced_opening(named) == '<tool_call>{"name": "get_weather", "arguments":'
-    assert chat_format.forced_opening(request(tool_choice="required")) == '<tool_call>{"name": "'
-    assert chat_format.forced_opening(request()) == ""
+    assert chat_format.forced_call(request()) is None
     prompt = chat_format.prompt(named)
     generation = tokenizer.chat_text([QUESTION], TOOLS, add_generation_prompt=True)
-    assert prompt.ids == tokenizer.encode(generation + prompt.forced)
+    assert prompt.ids == tokenizer.encode(generation)  # the reply is constrained, not opened
+    fsm = prompt.constraint
+    assert fsm.advance(0, tokenizer.encode(CALL)) >= 0
+    assert fsm.advance(0, tokenizer.encode(CALL.replace("get_weather", "get_time"))) < 0
+    # A string argument may hold the closing tag: the call is read by its form, not parsed.
+    tricky = CALL.replace("Paris", "</tool_call>")
+    (call,) = chat_format.reply(named, tricky, "stop").tool_calls
+    assert json.loads(call["function"]["arguments"]) == {"city": "</tool_call>"}
+    cut = CALL[:CALL.index("Paris")]  # a stop string ended it there
+    reply = chat_format.reply(named, cut, "stop")
+    assert reply.content == cut and reply.tool_calls == []
 
 
 def test_token_bytes_are_exact_for_pieces_of_characters(tokenizer):

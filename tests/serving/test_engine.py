@@ -113,7 +113,8 @@ def test_prefix_reuse_computes_only_the_new_tokens(engine, tokenizer):
     reply1 = engine.generate(turn1, GREEDY, timeout=120).choices[0]
     turn2 = tokenizer.chat_ids(dialog[:3], TOOLS, add_generation_prompt=True)
     out2 = engine.generate(turn2, GREEDY, timeout=120)
-    assert out2.cached_tokens == len(turn1) + len(reply1.token_ids)
+    # At least that: a forced call of the same dialog served before may have cached more.
+    assert out2.cached_tokens >= len(turn1) + len(reply1.token_ids)
     assert out2.choices[0].text == ANSWER
 
 
