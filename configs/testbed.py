@@ -43,6 +43,9 @@ def get_config():
     # Per-call penalties alone then taught the opposite over longer runs: stop calling. So a
     # turn failed without a call costs -0.5, no less than a failed attempt's floored penalties
     # (the defaults; a timeout still costs -1 on top).
+    # And with one reward per reply, GRPO's centring paid for more replies (the withheld function
+    # called 13 times): a call repeated in its turn costs -0.1, and a turn's values go on its
+    # last reply as one reward (the defaults since 2026-11-27; seetjax/rewards/shaping.py).
     config.reward.kind = "shaped"
     config.learner.optimizer.learning_rate = 3e-5
     config.seet.stage1.steps = 3

@@ -14,11 +14,16 @@ from seetjax.rewards.envtuning import (
     progress_reward,
     step_codes,
 )
-from seetjax.rewards.gaming import gaming_metrics, turn_progress, unproductive_turns
+from seetjax.rewards.gaming import (
+    gaming_metrics,
+    repeated_calls,
+    turn_progress,
+    unproductive_turns,
+)
 from seetjax.rewards.kinds import REWARD_KINDS, RewardConfig, assigned_rewards
-from seetjax.rewards.shaping import ShapingConfig, step_rewards
+from seetjax.rewards.shaping import ShapingConfig, placed_rewards, step_rewards
 
 __all__ = ["REWARD_KINDS", "AgentReward", "AgentRewardConfig", "EnvTuningScores", "RewardConfig",
            "ShapingConfig", "agent_reward", "assigned_rewards", "envtuning_scores",
-           "format_reward", "gaming_metrics", "progress_reward", "step_codes", "step_rewards",
-           "turn_progress", "unproductive_turns"]
+           "format_reward", "gaming_metrics", "placed_rewards", "progress_reward",
+           "repeated_calls", "step_codes", "step_rewards", "turn_progress", "unproductive_turns"]

@@ -8,20 +8,24 @@ arguments. Calls that failed count too: an error on the way to the right call is
 at it. The cheap behaviours that do not solve a turn make none: silence, giving up with a message,
 harmless calls to other tools, repeating an earlier call, the right tool with garbage arguments,
 a message that does not parse. Every attempt that gets one argument right (or calls the right
-tool that takes none) makes some.
+tool that takes none) makes some. Progress counts a call once, so repeating it adds none; the
+repeats themselves are counted by `repeated_calls` (a call equal, in canonical form, to one made
+earlier in the same turn, beyond the times the turn's ground truth makes it), which the shaped
+reward charges.
 
 The rule every reward kind follows (`seetjax.rewards.shaping`, `seetjax.rewards.agent`): a turn
 that expected calls and failed without progress (`unproductive_turns`) scores as silence,
 whatever was called there, so no call earns anything by itself; an attempt that made progress
 never scores below silence. BFCL's checker judges a turn by the state and the answers it leaves,
 so a turn can pass along another route than its ground truth; a failed turn is judged by the
-route its ground truth takes. `gaming_metrics` counts the unproductive turns of a rollout (the
-share of turns failed silent is `RolloutResult.stats()["silent_turns"]`).
+route its ground truth takes. `gaming_metrics` counts the unproductive turns and the repeated
+calls of a rollout (the share of turns failed silent is `RolloutResult.stats()["silent_turns"]`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Collection, Sequence
 
 from seetjax.envs.base import EpisodeTrace, StepCode, StepResult
@@ -77,6 +81,23 @@ def unproductive_turns(trace: EpisodeTrace) -> set[int]:
     return {turn for turn, progress in failed_attempts(trace).items() if progress == 0}
 
 
+def repeated_calls(trace: EpisodeTrace) -> list[int]:
+    """Per step, how many of its calls repeat a call made earlier in the same turn (`ToolCall`
+    equality: canonical form), beyond the times the turn's ground truth makes that call; failed
+    calls count (the environment is deterministic: the same call fails the same way)."""
+    made: dict[int, Counter] = {}
+    out = []
+    for step in trace.steps:
+        seen = made.setdefault(step.turn, Counter())
+        allowed = Counter(trace.ground_truth[step.turn])
+        repeats = 0
+        for call in step.calls:
+            repeats += seen[call] >= max(allowed[call], 1)
+            seen[call] += 1
+        out.append(repeats)
+    return out
+
+
 def silenced(trace: EpisodeTrace, turns: Collection[int]) -> EpisodeTrace:
     """`trace` as if each of `turns` (failed turns) had been one plain answer that gave up: its
     messages are replaced by one without calls that ends the turn with the same verdicts (and the
@@ -94,10 +115,15 @@ def silenced(trace: EpisodeTrace, turns: Collection[int]) -> EpisodeTrace:
 
 
 def gaming_metrics(traces: Sequence[EpisodeTrace]) -> dict[str, float]:
-    """The reward-hack detector over a rollout: `unproductive_turns`, the share of the turns that
+    """The reward-hack detectors over a rollout: `unproductive_turns`, the share of the turns that
     expect calls which failed after attempts that made no progress (irrelevant or repeated calls,
-    garbage arguments, unparsable messages; silent turns are counted apart, as `silent_turns`)."""
+    garbage arguments, unparsable messages; silent turns are counted apart, as `silent_turns`);
+    `repeated_calls`, the share of the calls made that repeat one made earlier in their turn
+    (`repeated_calls`), every turn counted, those without ground-truth calls too."""
     expected = sum(bool(truth) for trace in traces for truth in trace.ground_truth)
     unproductive = sum(len(unproductive_turns(trace) - trace.unattempted_turns())
                        for trace in traces)
-    return {"unproductive_turns": unproductive / expected if expected else 0.0}
+    made = sum(len(step.calls) for trace in traces for step in trace.steps)
+    repeats = sum(sum(repeated_calls(trace)) for trace in traces)
+    return {"unproductive_turns": unproductive / expected if expected else 0.0,
+            "repeated_calls": repeats / made if made else 0.0}

@@ -3,7 +3,8 @@
     progress  EnvTuning's progress (`progress_reward`): one episode reward
     agent     the five-part agent reward with penalties (`agent_reward`, `AgentRewardConfig`):
               one episode reward
-    shaped    step-wise shaping (`step_rewards`, `ShapingConfig`): one reward per environment step
+    shaped    step-wise shaping (`step_rewards`, `ShapingConfig`): one reward per turn, on the
+              message that ended it (`placed_rewards`; per message with `per_turn=False`)
     env       the environment's own episode reward (`seetjax.envs.capabilities.ScoresEpisodes`,
               e.g. the QA search reward): one episode reward, placed by the episode
               (`seetjax.rollout.episode.Episode.rewards`), not computed from the trace
@@ -29,7 +30,7 @@ import dataclasses
 from seetjax.envs.base import EpisodeTrace
 from seetjax.rewards.agent import AgentRewardConfig, agent_reward
 from seetjax.rewards.envtuning import progress_reward
-from seetjax.rewards.shaping import ShapingConfig, step_rewards
+from seetjax.rewards.shaping import ShapingConfig, placed_rewards
 
 REWARD_KINDS = ("progress", "agent", "shaped", "env")
 
@@ -63,8 +64,7 @@ def assigned_rewards(trace: EpisodeTrace, config: RewardConfig) -> list[tuple[in
         # A cut-off episode's timeout scores its last message, which may come after the last
         # step the environment saw (a reply intercepted, or left without a step, before the
         # cut): it is the episode's, so it goes on the episode's end.
-        steps = list(enumerate(step_rewards(dataclasses.replace(trace, truncated=False),
-                                            config.shaping)))
+        steps = placed_rewards(dataclasses.replace(trace, truncated=False), config.shaping)
         return steps + [(None, config.shaping.timeout)] * trace.truncated
     if config.kind == "agent":
         return [(None, agent_reward(trace, config.agent).total)]

@@ -23,8 +23,23 @@ failed call). One turn's step-code penalties never sum below `turn_penalty_floor
 never scores below silence, and nothing that made none scores above it, unless the attempt runs
 into BFCL's step limit or the context's end, whose `timeout` comes on top. Code values are
 charges (<= 0): a positive one would pay for activity, a harmless call repeated.
-`no_progress_as_silence=False` charges every message's code value and `unattempted_turn` to
-silent turns only, the reward before 2026-11-27.
+
+Repeats and message counts (2026-11-27, the demo's seed 0 after RL: `ls()` x6, the withheld
+function x13 in a miss_func task's turn without ground truth). Once a turn's charges reach the
+floor, more calls cost nothing; and under GRPO's process supervision (`seetjax.losses.advantages`)
+every reward of a group is centred on the mean of the group's rewards, so with one reward per
+message a message worth 0 in a group whose mean is negative adds -mean/std to the advantage of
+every token before it (+0.24 on the demo's traces): more messages earned more. So each call that
+repeats one made earlier in its turn (`seetjax.rewards.gaming.repeated_calls`) costs
+`repeated_call`, outside the floor (the floor protects attempts; a repeat attempts nothing new), in
+every turn whose code values are charged, those without ground truth too; and with `per_turn` a
+turn's values go on the message that ends it, as one reward (`placed_rewards`), so every row of a
+task marks one reward per turn reached, however many messages it took. An attempt that made
+progress without repeating a call never scores below silence; a passed turn padded with repeats
+scores below the same turn unpadded.
+
+`no_progress_as_silence=False` is the reward before 2026-11-27 as a whole: every message's code
+value charged, `unattempted_turn` on silent turns only, no repeat charge, one reward per message.
 """
 
 from __future__ import annotations
@@ -34,7 +49,7 @@ import math
 from dataclasses import dataclass
 
 from seetjax.envs.base import EpisodeTrace, StepCode
-from seetjax.rewards.gaming import unproductive_turns
+from seetjax.rewards.gaming import repeated_calls, unproductive_turns
 
 
 @dataclass(frozen=True)
@@ -48,12 +63,14 @@ class ShapingConfig:
     unattempted_turn: float = -0.5  # a checked turn that failed without progress (or call)
     turn_penalty_floor: float = -0.5  # one turn's negative code values sum to no less (-inf: none)
     timeout: float = -1.0
-    no_progress_as_silence: bool = True  # False: the rule before 2026-11-27 (module docstring)
+    repeated_call: float = -0.1  # each call repeating one made earlier in its turn (not floored)
+    per_turn: bool = True  # a turn's values as one reward on the message that ends it
+    no_progress_as_silence: bool = True  # False: the whole reward before 2026-11-27 (docstring)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name == "no_progress_as_silence":
+            if f.name in ("per_turn", "no_progress_as_silence"):
                 if not isinstance(value, bool):
                     raise ValueError(f"{f.name}={value!r} must be a bool")
                 continue
@@ -62,7 +79,7 @@ class ShapingConfig:
                 raise ValueError(f"{f.name}={value!r} must be a finite number")
         if self.turn_penalty_floor > 0:
             raise ValueError(f"turn_penalty_floor={self.turn_penalty_floor!r} must be <= 0")
-        for name in ("format_error", "execution_error", "clean_call", "no_call"):
+        for name in ("format_error", "execution_error", "clean_call", "no_call", "repeated_call"):
             if getattr(self, name) > 0:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be <= 0: a positive code "
                                  "value pays for activity (a harmless call, repeated)")
@@ -81,15 +98,19 @@ def step_rewards(trace: EpisodeTrace, config: ShapingConfig | None = None) -> li
     last = len(trace.steps) - 1
     as_silence = config.no_progress_as_silence
     charged = unproductive_turns(trace) if as_silence else trace.unattempted_turns()
+    repeats = repeated_calls(trace) if as_silence else [0] * len(trace.steps)
     penalty = 0.0  # the current turn's error penalties so far
     for i, step in enumerate(trace.steps):
-        if as_silence and step.turn in charged:  # scored as one plain answer that gave up
+        given_up = as_silence and step.turn in charged
+        if given_up:  # scored as one plain answer that gave up
             value = config.no_call if step.turn_ended else 0.0
         else:
             value = config.code_value(step.code)
         if value < 0:  # later penalties shrink to keep the turn's sum at or above the floor
             value = max(value, config.turn_penalty_floor - penalty)
             penalty += value
+        if not given_up:
+            value += config.repeated_call * repeats[i]
         # Only the turn the message itself ended is judged here; the turns a timeout skipped are
         # covered by the timeout value.
         for verdict in step.verdicts[:1]:
@@ -101,3 +122,22 @@ def step_rewards(trace: EpisodeTrace, config: ShapingConfig | None = None) -> li
             value += config.timeout
         rewards.append(value)
     return rewards
+
+
+def placed_rewards(trace: EpisodeTrace, config: ShapingConfig | None = None
+                   ) -> list[tuple[int, float]]:
+    """`step_rewards` as (step, reward) pairs, their sum the episode's return. With `per_turn`
+    (and `no_progress_as_silence`), one per turn: the turn's values summed on the step that ended
+    it (the steps after the last turn ended, of an episode cut off, on its last step); else one
+    per step."""
+    config = config or ShapingConfig()
+    rewards = step_rewards(trace, config)
+    if not (config.per_turn and config.no_progress_as_silence):
+        return list(enumerate(rewards))
+    placed, total = [], 0.0
+    for i, (step, value) in enumerate(zip(trace.steps, rewards)):
+        total += value
+        if step.turn_ended or i == len(rewards) - 1:
+            placed.append((i, total))
+            total = 0.0
+    return placed

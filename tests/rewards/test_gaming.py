@@ -163,8 +163,9 @@ def test_gaming_metrics_count_checked_turns_failed_without_progress():
     traces = [episode(CHEAP["one harmless call"]), episode(CHEAP["silence"]),
               episode(HONEST["a partially right turn"]), episode(CHEAP["a malformed call"])]
     # 16 turns expect calls; turns 2-3 are silent everywhere, turn 1 twice unproductive.
-    assert gaming_metrics(traces) == {"unproductive_turns": pytest.approx(2 / 16)}
-    assert gaming_metrics([]) == {"unproductive_turns": 0.0}
+    assert gaming_metrics(traces) == {"unproductive_turns": pytest.approx(2 / 16),
+                                      "repeated_calls": 0.0}
+    assert gaming_metrics([]) == {"unproductive_turns": 0.0, "repeated_calls": 0.0}
     # A timeout's skipped turns were never reached: not unproductive.
     timeout = play(BASE0, ["[ls()]"] * 25)
     assert timeout.steps[-1].timeout and unproductive_turns(timeout) == {0}

@@ -21,6 +21,7 @@ from seetjax.rewards import (
     agent_reward,
     assigned_rewards,
     gaming_metrics,
+    placed_rewards,
     progress_reward,
     step_rewards,
 )
@@ -46,7 +47,9 @@ PERFECT = [m for t in range(TASK.num_turns) for m in (calls(t), "Done.")]
 GROUP = [PERFECT, PERFECT[:4] + ["Done."] * 2, ["[cd(folder='nope')]", "[cd(folder="] + PERFECT]
 KINDS = {"progress": RewardConfig(),
          "agent": RewardConfig("agent", agent=AgentRewardConfig(format_error_penalty=0.3)),
-         "shaped": RewardConfig("shaped", shaping=ShapingConfig(clean_call=-0.05, turn_failed=-0.3))}
+         "shaped": RewardConfig("shaped", shaping=ShapingConfig(clean_call=-0.05, turn_failed=-0.3)),
+         "shaped per message": RewardConfig("shaped", shaping=ShapingConfig(
+             clean_call=-0.05, turn_failed=-0.3, per_turn=False))}
 
 
 def play(tokenizer, scripts, kind, stage=STANDARD, limits=None, **env):
@@ -72,21 +75,22 @@ def reply_ends(episode):
     return ends
 
 
-def expected_rewards(episode, kind):
-    """{position: reward} as the kind defines it, from the trace and the step->reply map."""
+def expected_rewards(episode, reward):
+    """{position: reward} as the kind defines it (`reward`, a RewardConfig), from the trace and
+    the step->reply map."""
     trace, ends = episode.trace(), reply_ends(episode)
-    if kind == "shaped":
+    if reward.kind == "shaped":
         out = {}
-        shaping = KINDS[kind].shaping
-        for reply, r in zip(episode.step_replies,
-                            step_rewards(dataclasses.replace(trace, truncated=False), shaping)):
-            out[ends[reply]] = out.get(ends[reply], 0.0) + r
+        shaping = reward.shaping
+        for step, r in placed_rewards(dataclasses.replace(trace, truncated=False), shaping):
+            end = ends[episode.step_replies[step]]
+            out[end] = out.get(end, 0.0) + r
         if trace.truncated:  # the cut-off's timeout: on the episode's last reply
             last = max(ends.values())
             out[last] = out.get(last, 0.0) + shaping.timeout
         return out
-    value = (progress_reward(trace) if kind == "progress"
-             else agent_reward(trace, KINDS[kind].agent).total)
+    value = (progress_reward(trace) if reward.kind == "progress"
+             else agent_reward(trace, reward.agent).total)
     return {max(ends.values()): value}
 
 
@@ -101,7 +105,7 @@ def test_rewards_sit_on_the_last_token_of_the_replies_they_score(rolled):
     kind, result, batch = rolled
     for i, e in enumerate(result.episodes):
         assert len(e.step_replies) == len(e.trace().steps)
-        want = expected_rewards(e, kind)
+        want = expected_rewards(e, KINDS[kind])
         marked = np.flatnonzero(batch.reward_mask[i])
         assert marked.tolist() == sorted(want)
         np.testing.assert_allclose(batch.token_rewards[i, marked], [want[p] for p in marked],
@@ -110,13 +114,15 @@ def test_rewards_sit_on_the_last_token_of_the_replies_they_score(rolled):
         assert batch.rewards[i] == pytest.approx(sum(want.values()), abs=1e-6)
         # every reward sits on a generated token; an episode reward on the last trained one
         assert (batch.sequences.loss_mask[i, marked] == 1).all()
-        if kind != "shaped":
+        if KINDS[kind].kind != "shaped":
             assert marked[-1] == np.flatnonzero(batch.sequences.loss_mask[i])[-1]
     assert not batch.reward_mask[3].any() and batch.rewards[3] == 0  # the padding row
-    if kind == "shaped":  # one step per reply here: every reply of every episode is scored
+    if kind == "shaped per message":  # one step per reply here: every reply is scored
         replies = [sum(s.kind == "reply" for s in e.conversation.segments)
                    for e in result.episodes]
         assert [int(m.sum()) for m in batch.reward_mask[:3]] == replies == [8, 6, 8]
+    if kind == "shaped":  # one reward per turn, on the reply that ended it, however many it took
+        assert [int(m.sum()) for m in batch.reward_mask[:3]] == [TASK.num_turns] * 3
 
 
 def test_stats_log_the_chosen_reward_and_progress(rolled):
@@ -154,7 +160,7 @@ def _trained_replies(episode):
 
 def _step_lists(result):
     """Per episode: [(reply position, reward)] in order, from the expected layout."""
-    return [sorted(expected_rewards(e, result.reward.kind).items()) for e in result.episodes]
+    return [sorted(expected_rewards(e, result.reward).items()) for e in result.episodes]
 
 
 def test_grpo_advantages_follow_the_step_rewards(rolled):
@@ -210,8 +216,11 @@ def test_has_signal_with_equal_and_with_step_rewards(tokenizer):
     same = play(tokenizer, [PERFECT, PERFECT], "progress")
     assert not has_signal(tokenizer, same, "rloo")  # equal episode rewards: nothing to learn
     assert has_signal(tokenizer, play(tokenizer, [PERFECT, PERFECT[:2]], "progress"), "rloo")
-    shaped = play(tokenizer, [PERFECT, PERFECT], "shaped")  # rewards -0.05, 1, ...: they differ
+    shaped = play(tokenizer, [PERFECT, PERFECT], "shaped per message")  # -0.05, 1, ...: differ
     assert has_signal(tokenizer, shaped, "rloo") and has_signal(tokenizer, shaped, "grpo")
+    # one reward per turn, each turn -0.05 + 1: GRPO normalises them to 0, the reward to go differs
+    per_turn = play(tokenizer, [PERFECT, PERFECT], "shaped")
+    assert has_signal(tokenizer, per_turn, "rloo") and not has_signal(tokenizer, per_turn, "grpo")
     # every reward the same (a turn failed without a call, four times): GRPO normalises them all
     # to 0, while the reward to go still differs between the replies of an episode
     failing = play(tokenizer, [["Done."] * 4] * 2, "shaped")
@@ -225,7 +234,8 @@ def test_has_signal_with_equal_and_with_step_rewards(tokenizer):
 @pytest.fixture(scope="module")
 def capped(tokenizer):
     # "[pwd()]" and its stop token are 7 tokens: the fifth reply of a turn spends its budget
-    return play(tokenizer, [["[pwd()]"] * 50], "shaped", limits=EpisodeLimits(max_turn_tokens=35))
+    return play(tokenizer, [["[pwd()]"] * 50], "shaped per message",
+                limits=EpisodeLimits(max_turn_tokens=35))
 
 
 def test_a_turn_ended_by_its_token_cap_is_scored_on_the_reply_that_spent_it(capped, tokenizer):
@@ -238,7 +248,7 @@ def test_a_turn_ended_by_its_token_cap_is_scored_on_the_reply_that_spent_it(capp
     assert e.step_replies[early] == e.step_replies[early - 1]  # no reply of its own
     batch = trajectory_batch(capped, pad_id=tokenizer.pad_id)
     end = reply_ends(e)[e.step_replies[early]]
-    shaping = KINDS["shaped"].shaping
+    shaping = KINDS["shaped per message"].shaping
     rewards = step_rewards(trace, shaping)
     assert batch.token_rewards[0, end] == pytest.approx(rewards[early - 1] + rewards[early])
     assert int(batch.reward_mask[0].sum()) == len(set(e.step_replies)) == len(trace.steps) - 4
@@ -246,12 +256,14 @@ def test_a_turn_ended_by_its_token_cap_is_scored_on_the_reply_that_spent_it(capp
 
 def test_intercepted_replies_have_no_step_and_retried_ones_keep_theirs(tokenizer):
     stage2 = default_stages()[1]  # interception on; a retried attempt is masked
-    result = play(tokenizer, [["[cd(folder='wrong')]"] + PERFECT], "shaped", stage=stage2)
+    result = play(tokenizer, [["[cd(folder='wrong')]"] + PERFECT], "shaped per message",
+                  stage=stage2)
     (e,) = result.episodes
     assert e.turns[0].interceptions == 1
     assert 1 not in e.step_replies  # segment 1, the intercepted reply, read no step
     assert len(e.step_replies) == len(e.trace().steps)
-    result = play(tokenizer, [["[cd(folder='nope')]"] + PERFECT], "shaped", stage=AUGMENTED)
+    result = play(tokenizer, [["[cd(folder='nope')]"] + PERFECT], "shaped per message",
+                  stage=AUGMENTED)
     (e,) = result.episodes
     retried = e.conversation.segments[e.step_replies[0]]
     assert retried.masked and e.trace().steps[0].code.name == "EXECUTION_ERROR"
@@ -259,7 +271,8 @@ def test_intercepted_replies_have_no_step_and_retried_ones_keep_theirs(tokenizer
     end = reply_ends(e)[e.step_replies[0]]
     # the failed attempt's reward sits on its own (untrained) last token
     assert batch.reward_mask[0, end] == 1 and batch.sequences.loss_mask[0, end] == 0
-    assert batch.token_rewards[0, end] == pytest.approx(KINDS["shaped"].shaping.execution_error)
+    assert batch.token_rewards[0, end] == pytest.approx(
+        KINDS["shaped per message"].shaping.execution_error)
 
 
 def test_a_dropped_attempt_is_undone_and_its_step_with_it(tokenizer):
@@ -283,7 +296,7 @@ def test_a_cut_off_episode_pays_its_timeout_at_its_end(tokenizer):
     assert scored[-1] == (None, KINDS["shaped"].shaping.timeout)
     assert sum(r for _, r in scored) == pytest.approx(sum(step_rewards(trace, KINDS["shaped"].shaping)))
     batch = trajectory_batch(result, pad_id=tokenizer.pad_id)
-    want = expected_rewards(e, "shaped")
+    want = expected_rewards(e, KINDS["shaped"])
     marked = np.flatnonzero(batch.reward_mask[0])
     assert marked.tolist() == sorted(want) and marked[-1] == max(reply_ends(e).values())
     np.testing.assert_allclose(batch.token_rewards[0, marked], [want[p] for p in marked], rtol=1e-6)

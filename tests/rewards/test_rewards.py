@@ -84,10 +84,16 @@ def test_shaping_charges_a_silent_failed_turn_no_less_than_any_failed_attempt():
     silent = step_rewards(play(BASE0, ["Done."]), config)
     assert silent == pytest.approx([config.turn_failed + config.unattempted_turn])
     # Four failed calls that make progress (the right mv, before the cd it needs): the third is
-    # charged only down to the floor, the fourth nothing.
+    # charged only down to the floor, the fourth nothing; each repeat of the call pays
+    # `repeated_call` on top, outside the floor.
     mv = "[mv(source='final_report.pdf', destination='temp')]"
-    stubborn = step_rewards(play(BASE0, [mv] * 4 + ["Done."]), config)
-    assert stubborn == pytest.approx([-0.2, -0.2, -0.1, 0.0, config.turn_failed])
+    stubborn = play(BASE0, [mv] * 4 + ["Done."])
+    floored = [-0.2, -0.2, -0.1, 0.0, config.turn_failed]
+    assert step_rewards(stubborn, dataclasses.replace(config, repeated_call=0.0)) == (
+        pytest.approx(floored))
+    assert step_rewards(stubborn, config) == pytest.approx(
+        [r + config.repeated_call * (0 < i < 4) for i, r in enumerate(floored)])
+    config = dataclasses.replace(config, repeated_call=0.0)  # the floor alone, from here on
     # BFCL's step limit: the timeout is charged on top of the floor (so it can fall below silence)
     limited = play(BASE0, [mv] * 3, BfclEnvConfig(max_steps_per_turn=2))
     assert step_rewards(limited, config) == pytest.approx(
