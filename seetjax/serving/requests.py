@@ -16,6 +16,8 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from seetjax.errors import invalid
+
 MAX_TOP_LOGPROBS = 20  # OpenAI's bound on top_logprobs
 MAX_TOP_K = 2**31 - 1  # the decode chunk holds top_k as int32
 
@@ -61,7 +63,7 @@ class GenerationParams:
                    "non-empty strings")]
         for name, ok, rule in checks:
             if not ok:
-                raise ValueError(f"GenerationParams.{name}={getattr(self, name)!r} must be {rule}")
+                raise invalid(self, name, getattr(self, name), f"must be {rule}")
 
 
 @dataclasses.dataclass(frozen=True)
