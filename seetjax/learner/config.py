@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from seetjax import losses
-from seetjax.errors import invalid
+from seetjax.errors import invalid, require
 from seetjax.losses.registry import build_dataclass
 from seetjax.models.lora import LoRAConfig
 
@@ -29,6 +29,8 @@ class LossTerm:
     config: Any = None  # None: the registered config class's defaults
 
     def __post_init__(self):
+        require(self.name in losses.names("loss"), self, "name", self.name,
+                f"one of {losses.names('loss')}")
         spec = losses.get(self.name)
         if self.config is None:
             object.__setattr__(self, "config", spec.config_cls())
@@ -117,6 +119,8 @@ class LearnerConfig:
         if len(set(names)) != len(names):
             raise invalid(self, "losses", names, "a loss appears twice")
         if self.advantage is not None:
+            require(self.advantage in losses.names("advantage"), self, "advantage", self.advantage,
+                    f"one of {losses.names('advantage')}")
             spec = losses.get(self.advantage, kind="advantage")
             if self.advantage_config is None:
                 object.__setattr__(self, "advantage_config", spec.config_cls())

@@ -51,7 +51,8 @@ def hold_slices(held: tuple[tuple[str, int], ...]) -> optax.GradientTransformati
             found.add(name)
             if wanted[name] > u.shape[-1]:
                 raise invalid("OptimizerConfig", "held", (name, wanted[name]), f"{name} has "
-                              f"{u.shape[-1]} entries on its last axis, fewer than held")
+                              f"{u.shape[-1]} entries on its last axis, fewer than the "
+                              f"{wanted[name]} held")
             return u.at[..., :wanted[name]].set(0)
 
         out = jax.tree_util.tree_map_with_path(zero, updates)

@@ -75,7 +75,7 @@ def env_section(name: str, **fields: Any) -> ml_collections.ConfigDict:
     values = {f.name: getattr(section(), f.name) for f in dataclasses.fields(section)}
     unknown = sorted(set(fields) - set(values))
     if unknown:
-        raise invalid(f"env_section({name!r})", "fields", unknown, "unknown field(s)")
+        raise invalid(section, unknown[0], fields[unknown[0]], f"unknown field(s) {unknown}")
     return ml_collections.ConfigDict({"name": name, **values, **fields})
 
 

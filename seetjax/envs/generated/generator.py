@@ -79,7 +79,7 @@ class Difficulty:
     def __post_init__(self):
         low, high = self.turns
         if not 1 <= low <= high:
-            raise invalid(self, "turns", self.turns, "must be (min_turns, max_turns) with "
+            raise invalid(self, "turns", self.turns, "must be (min_turns, max_turns) with"
                           " 1 <= min_turns <= max_turns")
         for name in ("actions_per_turn", "calls_per_turn", "classes", "state_size"):
             if getattr(self, name) < 1:

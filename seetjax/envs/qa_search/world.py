@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from seetjax.envs.qa_search.corpus import Hop, Passage, QATask
-from seetjax.errors import invalid
+from seetjax.errors import invalid, require
 
 SPLITS = ("train", "test")
 KINDS = ("person", "city", "company", "university")
@@ -111,9 +111,9 @@ class WorldConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 2:
                 raise invalid(self, name, value, "must be an integer >= 2")
-        if not 1 <= self.min_hops <= self.max_hops <= 4:
-            raise invalid(self, "min_hops", self.min_hops, f"with max_hops={self.max_hops}: "
-                          "need 1 <= min_hops <= max_hops <= 4")
+        require(1 <= self.min_hops <= 4, self, "min_hops", self.min_hops, "must be in [1, 4]")
+        require(self.min_hops <= self.max_hops <= 4, self, "max_hops", self.max_hops,
+                f"must be in [min_hops={self.min_hops}, 4]")
         unknown = sorted(set(self.answer_relations) - {r.name for r in RELATIONS})
         if unknown:
             raise invalid(self, "answer_relations", self.answer_relations, f"unknown {unknown}; known: "
