@@ -120,8 +120,8 @@ def ngram_embeddings(examples: Sequence[Example], dim: int = 1024,
                      orders: Sequence[int] = (1, 2, 3)) -> np.ndarray:
     """[n, dim] L2-normalised sublinear tf-idf vectors of hashed n-grams of the trained tokens."""
     if not 1 <= max(orders, default=0) <= len(_HASH_MULTIPLIERS) or min(orders) < 1:
-        raise ValueError(f"ngram_embeddings: orders {tuple(orders)} must be in 1..."
-                         f"{len(_HASH_MULTIPLIERS)}")
+        raise invalid("ngram_embeddings", "orders", tuple(orders),
+                      f"each must be in 1...{len(_HASH_MULTIPLIERS)}")
     counts = np.zeros((len(examples), dim), np.float32)
     for row, e in enumerate(examples):
         tokens = e.tokens[e.loss_mask.astype(bool)].astype(np.uint64)

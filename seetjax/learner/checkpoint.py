@@ -194,7 +194,8 @@ class Checkpointer:
             log.error("checkpoint %d not saved: the parameters are not finite", step)
             return False
         if self.best_metric is not None and (metrics is None or self.best_metric not in metrics):
-            raise ValueError(f"Checkpointer.save: metrics must hold {self.best_metric!r}")
+            raise invalid("Checkpointer.save", "metrics", metrics,
+                          f"must hold best_metric={self.best_metric!r}")
         self.wait()  # a failed earlier save is reported before this one starts
         saved, caller = _saved(state), caller_state or {}
         args = ocp.args.Composite(state=ocp.args.StandardSave(saved),
