@@ -22,6 +22,7 @@ import numpy as np
 
 from seetjax.envs.capabilities import ScoresEpisodes
 from seetjax.envs.registry import make_env, spec_of
+from seetjax.errors import invalid
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rewards import RewardConfig, gaming_metrics
 from seetjax.rollout.episode import Episode, EpisodeLimits
@@ -94,7 +95,7 @@ class RolloutConfig:
     def __post_init__(self):
         spec_of(self.env)  # fails unless a registered environment's section
         if self.decode_chunk < 0:
-            raise ValueError(f"RolloutConfig.decode_chunk={self.decode_chunk}: must be >= 0 "
+            raise invalid(self, "decode_chunk", self.decode_chunk, "must be >= 0 "
                              "(0: each reply in one call)")
 
 
