@@ -19,6 +19,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from seetjax.learner.checkpoint import DamagedCheckpoints
+from seetjax.rl.memory_plan import MemoryPlanError, check_launch, is_size, parse_bytes
 from seetjax.rl.trainer import train
 from seetjax.runtime.cache import enable_compilation_cache
 from seetjax.runtime.workdir import DiskFull, WorkdirBusy
@@ -29,6 +30,11 @@ _MULTIHOST = flags.DEFINE_bool("multihost", False, "Call jax.distributed.initial
 _START_OVER = flags.DEFINE_bool(
     "start_over", False, "When every checkpoint of --workdir is damaged, train from step 0 "
     "(discarding its metrics) instead of refusing.")
+_DEVICE_MEMORY = flags.DEFINE_string(
+    "device_memory", "", "Memory per device (e.g. 80GiB) the run's memory plan must fit "
+    "(launch/plan.py); default: what the device reports (a GPU's), none on the CPU.")
+flags.register_validator("device_memory", lambda v: not v or is_size(v),
+                         "--device_memory: a size such as 80GiB or 40GB")
 flags.register_validator("workdir", lambda v: bool(v.strip()),
                          "--workdir names no directory (an empty path would write into the "
                          "current one)")
@@ -48,9 +54,12 @@ def main(argv):
         else:
             jax.distributed.initialize()
     try:
+        # before anything loads or compiles: a run that will not fit its devices is refused
+        check_launch(_CONFIG.value, parse_bytes(_DEVICE_MEMORY.value) if _DEVICE_MEMORY.value
+                     else None)
         train(_CONFIG.value, _WORKDIR.value, start_over=_START_OVER.value)
-    except (DamagedCheckpoints, DiskFull, WorkdirBusy) as e:  # said in full: no traceback
-        raise SystemExit(f"train.py: {e}") from None
+    except (DamagedCheckpoints, DiskFull, WorkdirBusy, MemoryPlanError) as e:
+        raise SystemExit(f"train.py: {e}") from None  # said in full: no traceback
 
 
 if __name__ == "__main__":

@@ -144,6 +144,15 @@ class TrajectoryBatch:
                                reward may be 0.0: GRPO's normalisation counts it), 0.0 elsewhere
     group_ids:     [B] int32   optional: rows with equal ids were sampled for the same task
                                (GRPO / RLOO groups); any integers
+    step_keys:     [B, T] int32 optional: on every token of each reply in the row, the key of the
+                               environment state the reply was sampled from (equal keys, equal
+                               states: `seetjax.envs.state_keys`; any integers), -1 elsewhere;
+                               two replies always have other tokens between them. GiGPO's step
+                               groups (`seetjax.losses.advantages.gigpo_advantages`)
+    versions:      [B, T] int32 optional: the policy weight version that sampled each token
+                               (the learner's update count of the sampler's weights), -1 on
+                               tokens not sampled (prompts, observations, padding); a row may
+                               span versions. Bookkeeping: no loss reads it
     advantages:    [B] f32     optional: precomputed per-trajectory advantages; when present the
                                configured estimator is not run
     old_values:    [B, T] f32  optional: value estimates of the behaviour policy (PPO); computed
@@ -160,6 +169,8 @@ class TrajectoryBatch:
     token_rewards: Array | None = None
     reward_mask: Array | None = None
     group_ids: Array | None = None
+    step_keys: Array | None = None
+    versions: Array | None = None
     advantages: Array | None = None
     old_values: Array | None = None
     pairs: PreferencePairs | None = None

@@ -6,10 +6,13 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # Eight simulated CPU devices so sharding tests run here; single-device code is unaffected.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
+from pathlib import Path  # noqa: E402
+
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from seetjax.runtime.cache import MIN_COMPILE_SECONDS, enable_compilation_cache  # noqa: E402
+from tests.tolerances import EXACT_F32_PACKAGES, exact_f32  # noqa: E402
 
 # Every test process (xdist workers, the launches tests start) reads programs compiled before:
 # scripts that never call enable_compilation_cache (the learner's workers) through JAX's own
@@ -19,6 +22,18 @@ if str(_cache := enable_compilation_cache()) != ".":
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", str(MIN_COMPILE_SECONDS))
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    # The model, sampler and learner tests compare f32 math with references: on a GPU (TF32 by
+    # default) their matmuls, fixtures' included, run at f32; on the CPU nothing changes.
+    package = Path(item.path).relative_to(Path(__file__).parent).parts[0]
+    if package not in EXACT_F32_PACKAGES:
+        yield
+        return
+    with exact_f32():
+        yield
 
 
 def pytest_collection_modifyitems(items):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import statistics
 import sys
@@ -134,6 +135,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", help="compute dtype of the seetjax model")
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--no-record", action="store_true", help="print only")
+    parser.add_argument("--json", help="also write seetjax's figures to this file")
     args = parser.parse_args()
 
     cpus = pin_threads(args.threads)
@@ -163,11 +165,11 @@ def main() -> None:
     if device.platform == "cpu":
         peak = matmul_peak()
         model_flops = 3 * cfg.flops_per_token(args.length) * tokens
-        mfu_text = (f"{model_flops / statistics.median(ours_s) / peak:.0%} of "
-                    f"{peak / 1e9:.0f} GFLOP/s measured fp32 matmul")
+        mfu = model_flops / statistics.median(ours_s) / peak
+        mfu_text = f"{mfu:.0%} of {peak / 1e9:.0f} GFLOP/s measured fp32 matmul"
     else:
-        mfu = [runs["seetjax"]()["mfu"] for _ in range(3)]  # the learner's own MFU figure
-        mfu_text = f"{statistics.median(mfu):.1%} of {device.device_kind} bf16 peak"
+        mfu = statistics.median(runs["seetjax"]()["mfu"] for _ in range(3))  # the learner's own
+        mfu_text = f"{mfu:.1%} of {device.device_kind} bf16 peak"
     print(f"seetjax MFU: {mfu_text}")
     setting = (f"{args.preset} {cfg.dtype}, batch {args.rows} x {args.length}, {len(cpus)} "
                f"threads each, median of {args.rounds} alternating rounds, load {load():.1f}")
@@ -182,6 +184,11 @@ def main() -> None:
         row[4:6] = [str(rates["pytorch"]), ratio]
         row[7] = f"{abs(first['loss'] - torch_first):.1e}"
     record("learner (GRPO update)", setting, rates, ratio)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": device.device_kind, "setting": setting, "mfu": mfu,
+                       "mfu_text": mfu_text, "tokens_per_s": jax_tps,
+                       "first_update_s": first["step_seconds"]}, f, indent=1)
     if not args.no_record:
         add_row(TITLE, COLUMNS, row)
 

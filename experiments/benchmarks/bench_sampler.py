@@ -3,16 +3,18 @@
 Same random tiny Qwen2 weights (PRESETS['tiny-qwen2']), same batch, prompt length and number of new
 tokens, temperature-1 sampling, in one run: both pinned to the same `--threads` CPUs, warmed up,
 timed in alternating rounds; prints median new tokens/s of each with its spread, and their ratio,
-and appends a row to BENCHMARKS.md. On a GPU it also times decode of a Qwen2.5-1.5B-shaped random
-model in bf16 and reports its fraction of the memory-bandwidth bound.
+and appends a row to BENCHMARKS.md. On a GPU it also times prefill and decode of a
+Qwen2.5-1.5B-shaped random model in bf16 apart, and reports decode against the HBM bound.
 
     python experiments/benchmarks/bench_sampler.py [--batch 8 --prompt 256 --new 128]
+    python experiments/benchmarks/bench_sampler.py --decode-only --batch 64 --prompt 512  # GPU
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import statistics
 import sys
@@ -34,8 +36,9 @@ from report import add_row, cpu_machine  # noqa: E402
 TITLE = "Sampler: seetjax vs transformers generate (bench_sampler.py)"
 COLUMNS = ["date", "machine", "setting", "seetjax new tok/s", "transformers new tok/s", "speed-up",
            "decode step vs memory floor"]
-# Peak HBM bandwidth by device kind (vendor figures), for the decode roofline.
-HBM_BYTES_PER_S = {"H100": 3.35e12, "H200": 4.8e12, "A100": 2.0e12}
+# Peak HBM bandwidth by device kind (vendor figures), for the decode roofline; first match wins.
+HBM_BYTES_PER_S = {"H100 PCIe": 2.0e12, "H100 NVL": 3.9e12, "H100": 3.35e12, "H200": 4.8e12,
+                   "A100": 2.0e12}
 
 
 def seetjax_generate(sampler: Sampler, params, prompts, new: int, seed: int = 0):
@@ -103,46 +106,79 @@ def decode_floor_seconds(cfg, batch: int, slots: int) -> dict:
     itemsize = np.dtype(cfg.dtype).itemsize
     kv = batch * slots * cfg.num_layers * 2 * cfg.num_kv_heads * cfg.head_dim * itemsize
     step_bytes = cfg.num_params() * itemsize + kv
-    src = np.ones(step_bytes // 4, np.float32)
+    bandwidth = copy_bandwidth(step_bytes)
+    return {"bytes": step_bytes, "bandwidth": bandwidth, "seconds": step_bytes / bandwidth}
+
+
+def copy_bandwidth(nbytes: int) -> float:
+    """Bytes read + written per second (STREAM's convention) copying an `nbytes` host buffer."""
+    src = np.ones(nbytes // 4, np.float32)
     dst = np.empty_like(src)
     best = float("inf")
     for _ in range(20):
         start = time.perf_counter()
         np.copyto(dst, src)
         best = min(best, time.perf_counter() - start)
-    bandwidth = 2 * src.nbytes / best
-    return {"bytes": step_bytes, "bandwidth": bandwidth, "seconds": step_bytes / bandwidth}
+    return 2 * src.nbytes / best
 
 
-def gpu_decode(batch: int, prompt: int, new: int, repeats: int) -> dict:
-    """bf16 decode of a Qwen2.5-1.5B-shaped random model; fraction of the HBM roofline."""
-    cfg = PRESETS["qwen2.5-1.5b"].replace(param_dtype="bfloat16", dtype="bfloat16")
+def decode_roofline(preset: str, dtype: str, batch: int, prompt: int, new: int, repeats: int
+                    ) -> dict:
+    """Prefill and decode of a random `preset` model (weights and compute in `dtype`) on the
+    default device, timed apart (medians of `repeats` after a compiling run), and one decode step
+    against its memory bound: each step reads every weight once and each row's KV cache at the
+    mean context (prompt + new / 2), over the device's peak HBM bandwidth (vendor figure; where
+    the kind has none, e.g. a CPU, a measured copy bandwidth)."""
+    cfg = PRESETS[preset].replace(param_dtype=dtype, dtype=dtype)
     model = Transformer(cfg, rngs=nnx.Rngs(0))
     params = nnx.state(model)
     prompts = np.random.RandomState(0).randint(3, cfg.vocab_size, (batch, prompt)).tolist()
     sampler = Sampler(model, pad_id=0)
-    seqs = sampler.prefill(params, prompts)
-    jax.block_until_ready(seqs.state.logits)
 
-    def decode():
-        nonlocal seqs
+    def once() -> tuple[float, float]:
+        start = time.perf_counter()
         seqs = sampler.prefill(params, prompts)
         jax.block_until_ready(seqs.state.logits)
-        start = time.perf_counter()
+        middle = time.perf_counter()
+        # generate returns the completions on the host: the decode is done when it returns.
         sampler.generate(params, seqs, jax.random.key(0), new, [], SamplingParams(temperature=1.0))
-        return time.perf_counter() - start
+        return middle - start, time.perf_counter() - middle
 
-    decode()
-    seconds = statistics.median(decode() for _ in range(repeats))
+    once()
+    runs = [once() for _ in range(repeats)]
+    prefill, decode = (statistics.median(r[i] for r in runs) for i in (0, 1))
     kind = jax.devices()[0].device_kind
+    itemsize = np.dtype(dtype).itemsize
+    weights = cfg.num_params() * itemsize
+    kv = batch * (prompt + new / 2) * 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * itemsize
     bandwidth = next((bw for name, bw in HBM_BYTES_PER_S.items() if name in kind), None)
-    # Every decode step reads all weights once and, per row, the KV cache written so far.
-    kv_bytes_per_token = 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * 2
-    mean_context = prompt + new / 2
-    bytes_per_step = cfg.num_params() * 2 + batch * mean_context * kv_bytes_per_token
-    tokens_per_s = batch * new / seconds
-    bound = batch * bandwidth / bytes_per_step if bandwidth else float("nan")
-    return {"device": kind, "tokens_per_s": tokens_per_s, "roofline_fraction": tokens_per_s / bound}
+    source = "peak HBM" if bandwidth else "measured host copy"
+    bandwidth = bandwidth or copy_bandwidth(int(weights + kv))
+    step, bound = decode / new, (weights + kv) / bandwidth
+    r = {"device": kind, "preset": preset, "dtype": dtype, "batch": batch, "prompt": prompt,
+         "new": new, "prefill_s": prefill, "prefill_tokens_per_s": batch * prompt / prefill,
+         "decode_s": decode, "decode_tokens_per_s": batch * new / decode, "step_s": step,
+         "weights_bytes": weights, "kv_bytes": kv, "bandwidth": bandwidth,
+         "bandwidth_source": source, "bound_s": bound, "fraction_of_bound": bound / step,
+         "compiles": sampler.compile_count()}
+    return dict(r, roofline=roofline_text(r))
+
+
+def roofline_text(r: dict) -> str:
+    """E.g. 'step 11.20 ms; bound 3.70 ms = (3.09 GB weights + 9.33 GB KV at mean context) /
+    3,350 GB/s peak HBM: 33% of the bound'."""
+    return (f"step {r['step_s'] * 1e3:.2f} ms; bound {r['bound_s'] * 1e3:.2f} ms = "
+            f"({r['weights_bytes'] / 1e9:.2f} GB weights + {r['kv_bytes'] / 1e9:.2f} GB KV at mean "
+            f"context) / {r['bandwidth'] / 1e9:,.0f} GB/s {r['bandwidth_source']}: "
+            f"{r['fraction_of_bound']:.0%} of the bound")
+
+
+def decode_row(date: str, r: dict) -> list[str]:
+    setting = (f"{r['preset']}-shaped {r['dtype']}, batch {r['batch']}, prompt {r['prompt']}, "
+               f"{r['new']} new, T=1; prefill {r['prefill_tokens_per_s']:,.0f} prompt tok/s "
+               f"({r['prefill_s']:.2f} s), decode alone")
+    return [date, r["device"], setting, f"{r['decode_tokens_per_s']:,.0f}", "-", "-",
+            roofline_text(r)]
 
 
 def main() -> None:
@@ -153,9 +189,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="alternating rounds")
     parser.add_argument("--threads", type=int, default=0, help="CPUs for both sides (0: all)")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--decode-only", action="store_true",
+                        help="no transformers comparison: prefill and decode of --preset in "
+                             "--dtype at --batch/--prompt/--new on the default device, against "
+                             "its memory bound")
+    parser.add_argument("--preset", default="qwen2.5-1.5b", help="with --decode-only")
+    parser.add_argument("--dtype", default="bfloat16", help="with --decode-only")
+    parser.add_argument("--json", help="also write the decode figures to this file")
     args = parser.parse_args()
     cpus = pin_threads(args.threads)
     date = datetime.date.today().isoformat()
+    if args.decode_only:
+        g = decode_roofline(args.preset, args.dtype, args.batch, args.prompt, args.new,
+                            args.repeats)
+        finish([decode_row(date, g)], g, args)
+        return
     r = cpu_comparison(args.batch, args.prompt, args.new, args.repeats)
     rates = r["rates"]
     print(f"seetjax {rates['seetjax']} new tokens/s, transformers {rates['transformers']} new "
@@ -172,13 +220,23 @@ def main() -> None:
     rows = [[date, cpu_machine(), setting, str(rates["seetjax"]), str(rates["transformers"]),
              f"{r['ratio']:.2f}x", f"{r['step'] * 1e3:.2f} ms = {over:.1f}x its floor of "
              f"{floor['seconds'] * 1e3:.2f} ms"]]
+    g = None
     if jax.devices()[0].platform == "gpu":
-        g = gpu_decode(batch=64, prompt=512, new=256, repeats=args.repeats)
-        print(f"{g['device']}: qwen2.5-1.5b bf16 decode {g['tokens_per_s']:.0f} tokens/s, "
-              f"{g['roofline_fraction']:.0%} of the HBM bandwidth bound")
-        rows.append([date, g["device"], "qwen2.5-1.5b-shaped bf16 decode, batch 64, prompt 512, "
-                     "256 new", f"{g['tokens_per_s']:.0f}", "-", "-",
-                     f"{g['roofline_fraction']:.0%} of HBM bound"])
+        g = decode_roofline("qwen2.5-1.5b", "bfloat16", batch=64, prompt=512, new=128,
+                            repeats=args.repeats)
+        rows.append(decode_row(date, g))
+    finish(rows, g, args)
+
+
+def finish(rows: list[list[str]], decode: dict | None, args: argparse.Namespace) -> None:
+    """Prints the decode figures, writes them to --json, and the rows to BENCHMARKS.md."""
+    if decode:
+        print(f"{decode['device']}: {decode['preset']} {decode['dtype']} prefill "
+              f"{decode['prefill_tokens_per_s']:,.0f} prompt tok/s, decode "
+              f"{decode['decode_tokens_per_s']:,.0f} new tok/s; {roofline_text(decode)}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(decode, f, indent=1)
     if not args.no_write:
         for row in rows:
             add_row(TITLE, COLUMNS, row)

@@ -76,6 +76,9 @@ from seetjax.runtime.cache import enable_compilation_cache  # noqa: E402
 
 VARIANTS: dict[str, dict[str, object]] = {
     "grpo": {"seet.enabled": False, "learner.counterfactual_weight": 0.0},
+    # GiGPO (issue 44): GRPO plus step advantages within groups of equal environment states
+    "gigpo": {"seet.enabled": False, "learner.counterfactual_weight": 0.0,
+              "learner.algorithm": "gigpo"},
     "seet": {},
     "seet_no_hints": {"seet.stage1.env_mode": "standard", "seet.stage2.env_mode": "standard"},
     "seet_no_interception": {"seet.stage2.interception": False},

@@ -186,6 +186,9 @@ ALGORITHMS: dict[str, tuple[dict[str, tuple[float, dict]], str | None, dict]] = 
     # GSPO (Zheng et al. 2025): sequence-level ratio, tiny clip range.
     "gspo": ({"policy_gradient": (1.0, dict(ratio_level="sequence", clip_low=3e-4, clip_high=4e-4,
                                             aggregation="seq-mean-token-mean"))}, "grpo", {}),
+    # GiGPO (Feng et al. 2025): GRPO's loss, plus step advantages within groups of equal states.
+    "gigpo": ({"policy_gradient": (1.0, dict(kl_coef=0.04, aggregation="seq-mean-token-mean"))},
+              "gigpo", {}),
     "rloo": ({"policy_gradient": (1.0, {})}, "rloo", {}),
     "reinforce": ({"policy_gradient": (1.0, dict(clip_low=None, clip_high=None))},
                   "reinforce", {}),

@@ -199,8 +199,13 @@ def validate_batch(batch: TrajectoryBatch, config: LearnerConfig, divisor: int) 
              "the advantage estimator (or pass token_rewards, or advantages)")
         need((batch.token_rewards is None) == (batch.reward_mask is None), "reward_mask",
              "token_rewards and reward_mask come together")
-        if config.advantage in ("grpo", "rloo") and batch.advantages is None:
+        if config.advantage in ("grpo", "rloo", "gigpo") and batch.advantages is None:
             need(batch.group_ids is not None, "group_ids", f"{config.advantage} advantages")
+        if getattr(config.advantage_config, "needs_step_keys", False) and batch.advantages is None:
+            need(batch.step_keys is not None, "step_keys", f"{config.advantage}'s step groups")
+            if batch.step_keys.shape != batch.sequences.tokens.shape:
+                raise ValueError(f"TrajectoryBatch.step_keys has shape {batch.step_keys.shape}: "
+                                 f"must be the tokens' {batch.sequences.tokens.shape}")
         if batch.advantages is not None and config.advantage_config.needs_values:
             raise ValueError("TrajectoryBatch.advantages must be None with a token-level "
                              f"estimator ({config.advantage}): it computes per-token advantages")

@@ -188,8 +188,10 @@ def _advantages(prepared: Prepared, cfg: LearnerConfig) -> tuple[Prepared, dict]
                 token_rewards = token_rewards - policy.kl_coef * jnp.where(
                     last > 0, jnp.sum(kl, -1)[:, None], 0.0)
                 reward_mask = jnp.maximum(reward_mask, last)
+            keys = ({"step_keys": batch.step_keys}  # GiGPO's step groups
+                    if getattr(spec.config_cls, "needs_step_keys", False) else {})
             advantages, weights = spec.fn(token_rewards, reward_mask, batch.group_ids, valid,
-                                          cfg.advantage_config)
+                                          cfg.advantage_config, **keys)
     n = jnp.maximum(jnp.sum(valid), 1.0)
     if batch.rewards is not None:
         metrics["reward"] = jnp.sum(batch.rewards * valid) / n
@@ -243,6 +245,19 @@ def _counterfactual(cfg, out, pairs, micro: Prepared, t: Totals):
         total_weight=t.pair_weight)
 
 
+def mismatch_metrics(behaviour: Array, learner: Array, mask: Array, t: Totals) -> dict:
+    """The sampler/learner mismatch on the trained tokens, y ~ behaviour: `mismatch_kl`, the
+    mean of behaviour_logp - learner_logp (k1), and `mismatch_k3`, the mean of
+    exp(r) - 1 - r with r = learner_logp - behaviour_logp (k3, >= 0); both estimate
+    KL(behaviour || learner) (Schulman 2020, `losses.kl`). Read before any update (the first
+    mini-batch's, `train_step`), they measure how far the sampler's numbers are from the
+    learner's; `seetjax.rl.alarms` alarms on the k3."""
+    on = mask > 0  # padding's log-probs may be anything: exp(r) must not overflow there
+    return {name: masked_mean(jnp.where(on, losses.kl_estimate(behaviour, learner, k), 0.0),
+                              mask, t.tokens)
+            for name, k in (("mismatch_kl", "k1"), ("mismatch_k3", "k3"))}
+
+
 _TERMS = {"policy_gradient": _policy_gradient, "value": _value, "sft": _sft, "dpo": _dpo,
           "counterfactual": _counterfactual}
 _SEQUENCE_TERMS = ("policy_gradient", "value", "sft")
@@ -262,6 +277,8 @@ def micro_objective(trainable: nnx.State, model: StepModel, micro: Prepared,
                             values=cfg.term("value") is not None)
         if policy:
             metrics["entropy"] = masked_mean(sg(out.entropy), micro.mask, t.tokens)
+            metrics.update(mismatch_metrics(micro.batch.old_logprobs, sg(out.logprobs),
+                                            micro.mask, t))
     if rows["chosen"]:
         chosen_mask, rejected_mask = pair_masks(micro.batch)
         seq_pairs = micro.batch.pairs

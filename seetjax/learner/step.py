@@ -150,6 +150,8 @@ def train_step(graphdef: nnx.GraphDef, config: LearnerConfig,
     init = (state.params, state.opt_state, state.step, state.skipped)
     (params, opt_state, step, skipped), per_update = jax.lax.scan(update, init, (layout, totals))
     metrics.update({k: jnp.mean(v, axis=0) for k, v in per_update.items()})
+    # before any update the learner's log-probs are those the sampler's should equal
+    metrics.update({k: v[0] for k, v in per_update.items() if k.startswith("mismatch_")})
     metrics["skipped"] = jnp.sum(per_update["skipped"])
     metrics["tokens"] = count_tokens(batch)
     metrics["flop_tokens"] = flop_tokens(config, batch)

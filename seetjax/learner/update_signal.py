@@ -36,14 +36,17 @@ def update_has_signal(config: LearnerConfig, batch: TrajectoryBatch) -> bool:
     if policy is None or batch.sequences is None:
         return False
     return bool(_advantages_move(config.advantage, config.advantage_config, batch.token_rewards,
-                                 batch.reward_mask, batch.group_ids, batch.sequences))
+                                 batch.reward_mask, batch.group_ids, batch.sequences,
+                                 batch.step_keys))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
-def _advantages_move(name: str, config, token_rewards, reward_mask, group_ids, sequences):
+def _advantages_move(name: str, config, token_rewards, reward_mask, group_ids, sequences,
+                     step_keys):
     """Whether estimator `name`'s advantages are non-zero on a trained token of a kept row, with
     the layout the learner gives it (`seetjax.learner.objective`)."""
+    keys = {"step_keys": step_keys} if getattr(config, "needs_step_keys", False) else {}
     advantages, weights = losses.get(name, kind="advantage").fn(
-        token_rewards, reward_mask, group_ids, row_mask(sequences), config)
+        token_rewards, reward_mask, group_ids, row_mask(sequences), config, **keys)
     trained = (target_mask(sequences) > 0) & (weights[:, None] > 0)
     return jnp.any((advantages != 0) & trained)

@@ -2,7 +2,7 @@
 
 Losses: "sft", "policy_gradient" (PPO/GRPO/DAPO/GSPO/REINFORCE/RLOO surrogate, KL, entropy),
 "value" (PPO), "dpo", "counterfactual" (SEET slow loop). Advantage estimators (kind "advantage"):
-"grpo", "rloo", "reinforce", "gae". Importing this package registers them all.
+"grpo", "rloo", "reinforce", "gae", "gigpo". Importing this package registers them all.
 
 Imports nothing of seetjax: losses read arrays.
 """

@@ -257,6 +257,23 @@ _REMAT_POLICIES = {
 }
 
 
+def rematerialised(layer: DecoderLayer, remat: str):
+    """(x, positions, mask) -> the layer's output, under `jax.checkpoint` with the `remat` policy
+    (Chen et al. 2016): its activations are recomputed in the backward pass, not stored.
+
+    A pure function of the layer's state, split here and merged inside the checkpoint: the layer
+    computes without mutating itself, so nothing is written back. `nnx.remat` would write back
+    into the layer's Variables, which fails (TraceContextError) when they belong to an outer
+    trace, as where the learner merges a model from states its `lax.map`/`lax.scan` body
+    closes over (KL reference, LoRA's frozen base)."""
+    graphdef, state = nnx.split(layer)
+
+    def pure(state: nnx.State, x: Array, positions: Array, mask: Array) -> Array:
+        return nnx.merge(graphdef, state)(x, positions, mask)[0]
+
+    return functools.partial(jax.checkpoint(pure, policy=_REMAT_POLICIES[remat]), state)
+
+
 def segment_mask(attention_mask: Array) -> Array:
     """[B, T] segment ids (0 = padding) -> [B, T, T] causal same-segment mask."""
     seg = attention_mask
@@ -308,9 +325,7 @@ class Transformer(nnx.Module):
             elif self.config.remat == "none":
                 x, _ = layer(x, positions, mask)
             else:
-                remat_policy = _REMAT_POLICIES[self.config.remat]
-                x, _ = nnx.remat(DecoderLayer.__call__, policy=remat_policy)(
-                    layer, x, positions, mask)
+                x = rematerialised(layer, self.config.remat)(x, positions, mask)
         x = self.norm(x)
         if cache is not None:
             count = (attention_mask != 0).sum(axis=1).astype(jnp.int32)

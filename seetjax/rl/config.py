@@ -21,8 +21,10 @@ from seetjax.envs.bfcl.data import CATEGORIES
 from seetjax.envs.bfcl.env import DECODINGS
 from seetjax.errors import invalid
 from seetjax.learner.config import LearnerConfig, learner_config
-from seetjax.models.hf import LOAD_FIELDS, load_options
+from seetjax.models.hf import LOAD_FIELDS
 from seetjax.rewards import AgentRewardConfig, RewardConfig, ShapingConfig
+from seetjax.rl.alarms import AlarmConfig
+from seetjax.rl.start_model import model_options
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import RolloutConfig
 from seetjax.rollout.multi_agent import ROLES, MultiAgentConfig
@@ -86,7 +88,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.seed = 0
     # An HF checkpoint directory; '' = the embedded default (built offline, cached);
     # "embedded:base" = its pretrained base (seetjax.defaults.base_model: SFT on generated tasks, cached).
-    c.model = ml_collections.ConfigDict(dict(path="", **LOAD_FIELDS))
+    # `preset`: a public shape (seetjax.models.config.PRESETS) with random weights instead of
+    # path's, which then names only the tokenizer (seetjax.rl.start_model; configs/scale_1_5b.py).
+    c.model = ml_collections.ConfigDict(dict(path="", preset="", **LOAD_FIELDS))
     # Training tasks: the split's first `tasks_per_category` scenarios per category (0: all,
     # bfcl only), from `source`: "bfcl" (BFCL multi-turn) or "generated" (`generated` section).
     c.data = ml_collections.ConfigDict(dict(source="bfcl", split="train",
@@ -144,6 +148,8 @@ def default_config() -> ml_collections.ConfigDict:
     # lenient (ours) and official (bfcl_eval's own, python call format only).
     c.eval = ml_collections.ConfigDict(dict(splits="train,test", per_category=0,
                                             decodings="lenient,official"))
+    # Alarms on silent rollout failures (seetjax.rl.alarms.AlarmConfig; docs/learner.md#alarms).
+    c.alarms = ml_collections.ConfigDict(dict(max_mismatch_kl=0.01, fail_on_alarm=False))
     return c
 
 
@@ -162,6 +168,7 @@ class Plan:
     seet: bool  # False: plain RL, no SEET mechanics (one standard stage, no counterfactual)
     max_pairs: int  # counterfactual pairs per process per step (0: none)
     multi_agent: MultiAgentConfig | None = None  # None: single-agent rollouts
+    alarms: AlarmConfig = AlarmConfig()
 
     @property
     def row_length(self) -> int:
@@ -202,7 +209,10 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     if config.model.path is None:  # an ml_collections placeholder the config left unset
         raise invalid("config.model", "path", None, "this config needs an HF checkpoint directory")
     check_finite(config.to_dict(), infinite=INFINITE_FIELDS)
-    checked_field("model", lambda: load_options(config.model))
+    checked_field("model", lambda: model_options(config.model))
+    if config.model.get("preset") and config.sft.enabled:
+        raise invalid("config.model", "preset", config.model.preset, "a preset's random weights "
+                      "have no directory to warm up; set sft.enabled=False")
     _check_counts(config)
     env = env_of(config)
     spec = registry.spec_of(env)
@@ -239,15 +249,17 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     if max_pairs % chunks:
         raise invalid("config.seet", "max_pairs", max_pairs, "must be a multiple of "
                       f"learner.mini_batches x micro_batches = {chunks}")
-    if learner.advantage in ("grpo", "rloo") and rollout.group_size < 2:
+    if learner.advantage in ("grpo", "rloo", "gigpo") and rollout.group_size < 2:
         raise invalid("config.rollout", "group_size", rollout.group_size, f"{learner.advantage} "
                       "advantages need at least 2 samples per task")
     multi_agent = _multi_agent(config, spec.name, rollout)  # before the SFT data that reads it
     if config.sft.enabled:
         from seetjax.sft.config import validate as validate_sft  # the SFT data side: only when used
         checked_field("sft.run", lambda: validate_sft(config.sft.run))
+    alarms = as_dataclass(AlarmConfig, config.alarms.to_dict() if "alarms" in config else {},
+                          "alarms")  # absent (configs saved before the section): the defaults
     return Plan(stages, transitions, learner, rollout, sampling, eval_rollout, eval_splits,
-                eval_decodings, seet, max_pairs, multi_agent)
+                eval_decodings, seet, max_pairs, multi_agent, alarms)
 
 
 def _multi_agent(config: ml_collections.ConfigDict, env_name: str,

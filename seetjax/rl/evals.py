@@ -17,7 +17,6 @@ from flax import nnx
 
 from seetjax.errors import invalid
 from seetjax.eval.evaluate import EVAL_STAGE
-from seetjax.models.hf import load_hf_checkpoint, load_options
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rl.config import Plan
 from seetjax.rl.milestones import (
@@ -27,6 +26,7 @@ from seetjax.rl.milestones import (
     evaluate_milestone,
     load_step_milestones,
 )
+from seetjax.rl.start_model import start_model
 from seetjax.rollout.loop import Rollout, SamplerPolicy
 from seetjax.sampling import Sampler, SamplingParams
 
@@ -102,8 +102,9 @@ class RunEvaluations:
 def greedy_policy(path: Path, model: ml_collections.ConfigDict, tokenizer: Tokenizer,
                   seed: int) -> SamplerPolicy:
     """Greedy decoding with the checkpoint at `path`, loaded as `model` (the run's model section)
-    says: the untrained milestone's policy."""
-    loaded = load_hf_checkpoint(path, **load_options(model))
+    says (`start_model`: a preset's random weights drawn from `seed`): the untrained milestone's
+    policy."""
+    loaded = start_model(path, model, seed=seed)
     return SamplerPolicy(Sampler(loaded, pad_id=tokenizer.pad_id), nnx.state(loaded),
                          SamplingParams(temperature=0.0), tokenizer.stop_ids,
                          jax.random.key(seed))

@@ -69,13 +69,18 @@ class PolicyStates:
         host = multihost_utils.process_allgather(params, tiled=True)
         return sharding.shard_state(host, self.sample_mesh)
 
-    def rollout_policy(self, make: Callable[[nnx.State, jax.Array], Policy],
+    def version(self, role: str) -> int:
+        """The weight version of `role`'s set: its updates applied (`TrainState.step`)."""
+        return int(self.state(role).step)
+
+    def rollout_policy(self, make: Callable[[nnx.State, jax.Array, int], Policy],
                        key: jax.Array) -> Policy | dict[str, Policy]:
-        """The rollout's policy `make(params, key)` with the shared set, or one per role (its
-        key folded with the role's index), as `MultiAgentRollout` takes them."""
+        """The rollout's policy `make(params, key, version)` with the shared set, or one per
+        role (its key folded with the role's index), as `MultiAgentRollout` takes them."""
         if not self.separate:
-            return make(self.sampling_params(SHARED), key)
-        return {role: make(self.sampling_params(role), jax.random.fold_in(key, i))
+            return make(self.sampling_params(SHARED), key, self.version(SHARED))
+        return {role: make(self.sampling_params(role), jax.random.fold_in(key, i),
+                           self.version(role))
                 for i, role in enumerate(self.states)}
 
     def parts(self, result: RolloutResult) -> dict[str, RolloutResult]:

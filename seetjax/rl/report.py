@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from seetjax.eval.reports import split_reports
+from seetjax.rl.alarms import alarm_lines
 from seetjax.rl.milestones import Milestone, milestone_table
 
 STAGE_COLUMNS = ("rollout/reward", "rollout/turn_accuracy", "rollout/format_validity",
@@ -36,6 +37,7 @@ def run_report(name: str, steps: int, seconds: float, milestones: Sequence[Miles
                      + " |")
     lines += role_table(rows)
     lines += time_table(rows)
+    lines += alarm_lines(rows)
     lines += ["", f"## {reports.title}", "", reports.markdown(list(final.splits.values())),
               "![curves](curves.png)", ""]
     return "\n".join(lines)
@@ -96,4 +98,28 @@ def time_table(rows: Sequence[dict]) -> list[str]:
     return ["", "## Where an RL step's time went", "",
             f"Mean over {len(steps)} steps; decoding spent {idle:.0%} of its row-steps on rows "
             "whose reply had already ended.", "", "| part | s per step | share |", "|---|---|---|",
-            *(f"| {what} | {m:.2f} | {m / total:.0%} |" for what, m in means)]
+            *(f"| {what} | {m:.2f} | {m / total:.0%} |" for what, m in means),
+            *step_figures_table(steps)]
+
+
+def _mean(rows: Sequence[dict], key: str) -> float | None:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return float(np.mean(values)) if values else None
+
+
+def step_figures_table(steps: Sequence[dict]) -> list[str]:
+    """Markdown lines: the RL steps' rates (means), the device memory's peak (the largest) and
+    the programs compiled by the last step, each "n/a" with the reason where not measured."""
+    rollout, update = _mean(steps, "time/rollout_tokens_per_s"), _mean(steps, "learner/tokens_per_s")
+    mfu = _mean(steps, "learner/mfu")
+    peaks = [r["device/peak_memory_gib"] for r in steps if r.get("device/peak_memory_gib")]
+    last = steps[-1]
+    cells = ("n/a" if rollout is None else f"{rollout:,.0f}",
+             "n/a" if update is None else f"{update:,.0f}",
+             "n/a (peak FLOP/s of the device unknown)" if mfu is None else f"{mfu:.1%}",
+             f"{max(peaks):.1f} GiB" if peaks else "n/a (no memory figures from the backend: the CPU)",
+             f"{last['compile/learner']:.0f} / {last['compile/sampler']:.0f}"
+             if "compile/learner" in last else "n/a")
+    return ["", "| rollout tokens/s | update tokens/s | update MFU | peak device memory "
+            "| programs compiled (learner / sampler) |", "|---|---|---|---|---|",
+            "| " + " | ".join(cells) + " |"]

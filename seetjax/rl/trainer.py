@@ -19,6 +19,7 @@ covers the tasks it sees).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -37,21 +38,24 @@ from seetjax.eval.reports import split_reports
 from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer, DamagedCheckpoints
 from seetjax.learner.update_signal import update_has_signal
-from seetjax.models.hf import load_hf_checkpoint, load_options
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.models.transformer import Transformer
 from seetjax.report.console import say
 from seetjax.report.metrics import MetricsWriter, rewind_metrics
 from seetjax.report.plots import plot_curves, read_metrics
+from seetjax.rl.alarms import Alarms, call_counts, weight_sync
 from seetjax.rl.config import Plan, build_plan
 from seetjax.rl.evals import RunEvaluations, greedy_policy
 from seetjax.rl.milestones import Milestone, first_per_category
 from seetjax.rl.policy_states import EVAL_ROLE, PolicyStates
 from seetjax.rl.report import run_report
+from seetjax.rl.start_model import start_model
+from seetjax.rl.step_figures import step_figures
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.loop import Rollout, RolloutResult, SamplerPolicy
 from seetjax.rollout.multi_agent import MultiAgentRollout
 from seetjax.rollout.preferences import rollout_preferences
+from seetjax.rollout.versions import version_stats
 from seetjax.runtime import sharding
 from seetjax.runtime.sync import local_shard, mean_over_processes
 from seetjax.runtime.workdir import WorkdirLock, full_disk_reported, workdir_path
@@ -102,11 +106,17 @@ class TrainRun:
              for s, count in self.plan.eval_splits.items()})
         self.evals.check_prompts_fit(self.tasks, self.plan.rollout.limits.max_episode_tokens)
         path = self.config.model.path
-        untrained = self.evals.cached("untrained", lambda: greedy_policy(
-            untrained_model_path(path), self.config.model, tokenizer, self.config.seed))
-        self._setup(self._warm_up(base))
+        untrained_policy = functools.partial(greedy_policy, untrained_model_path(path),
+                                             self.config.model, tokenizer, self.config.seed)
         # "embedded:base" is its own warm-up: SFT on generated dialogs, done once and cached
         warmed_up = self.config.sft.enabled or path == EMBEDDED_BASE
+        if warmed_up:
+            untrained = self.evals.cached("untrained", untrained_policy)
+        self._setup(self._warm_up(base))
+        if not warmed_up:  # the start model is the untrained one: before any update the run's
+            # own sampler serves, one model and one set of compilations fewer (a minute at 1.5B)
+            untrained = self.evals.cached(
+                "untrained", self._policy if self.step == 0 else untrained_policy)
         after_sft = (self.evals.cached("after_sft", self._policy) if warmed_up
                      else untrained.renamed("after_sft"))
         if self.step == 0:  # not resumed: the curves start from both points
@@ -146,8 +156,8 @@ class TrainRun:
     def _setup(self, model_path: Path) -> None:
         plan, config = self.plan, self.config
         self.tokenizer = Tokenizer.from_pretrained(model_path)
-        model = load_hf_checkpoint(model_path, **load_options(config.model),
-                                   value_head=plan.learner.term("value") is not None)
+        model = start_model(model_path, config.model, seed=config.seed,
+                            value_head=plan.learner.term("value") is not None)
         learner, state = create_learner(model, plan.learner, seed=config.seed)
         self.policies = PolicyStates(learner, state, plan.param_roles)
         self.sampler = Sampler(learner.model(state), pad_id=self.tokenizer.pad_id,
@@ -156,6 +166,7 @@ class TrainRun:
         self.rollout = (MultiAgentRollout(self.tokenizer, plan.rollout, plan.multi_agent)
                         if plan.multi_agent else Rollout(self.tokenizer, plan.rollout, self.pool))
         self.curriculum = Curriculum(plan.stages, plan.transitions)
+        self.alarms = Alarms(plan.alarms)
         self.checkpointer = Checkpointer(self.workdir / "checkpoints",
                                          keep_last=config.train.keep_checkpoints)
         self.step = 0
@@ -167,26 +178,34 @@ class TrainRun:
         stage = self.curriculum.stage
         tasks = self._tasks_for(step)
         policy = self.policies.rollout_policy(
-            lambda params, key: SamplerPolicy(self.sampler, params, self.plan.sampling,
-                                              self.tokenizer.stop_ids, key),
+            lambda params, key, version: SamplerPolicy(self.sampler, params, self.plan.sampling,
+                                                       self.tokenizer.stop_ids, key, version),
             jax.random.fold_in(jax.random.key(self.config.seed), step))
+        synced = weight_sync(self.policies, policy)  # the sampler's copy against the learner's
         started = time.perf_counter()
         result = self.rollout(tasks, policy, stage, self.curriculum.progress, step,
                               seed=self.config.seed * 7919 + step * 131 + jax.process_index())
         rolled = time.perf_counter()
+        versions = {k: v for role, part in self.policies.parts(result).items()  # before updates
+                    for k, v in self.policies.named(role, version_stats(
+                        part.episodes, self.policies.version(role))).items()}
+        # The sampler's weights and its last KV cache go before the update (seetjax.rl.memory_plan)
+        del policy
         learned, counts, batched = self._learn(result, step)
         learned_at = time.perf_counter()
         times = {"rollout_s": rolled - started, "batch_s": batched - rolled,
                  "learn_s": learned_at - batched,
                  **{f"rollout_{k}": v for k, v in result.times.metrics().items()}}
-        rollout = mean_over_processes({**result.stats(), **counts})
+        rollout = mean_over_processes({**result.stats(), **counts, **call_counts(result)})
         rollout["policy_tokens"] *= jax.process_count()  # the step's total, not a mean
         self.policy_tokens += round(rollout["policy_tokens"])
         metrics = {"stage": float(stage.stage), "seet/retry_probability":
                    stage.retry_probability(self.curriculum.progress),
                    **{f"rollout/{k}": v for k, v in rollout.items()},
                    "rollout/cumulative_policy_tokens": float(self.policy_tokens),
-                   **{f"learner/{k}": v for k, v in learned.items()}}
+                   **{f"rollout/{k}": v for k, v in versions.items()},
+                   **{f"learner/{k}": v for k, v in learned.items()}, **synced,
+                   **step_figures(self.policies.learner, self.sampler)}
         self._write_records(result)
         every = self.config.train.eval_every
         periodic = bool(every) and (step + 1) % every == 0
@@ -199,7 +218,9 @@ class TrainRun:
             ended = time.perf_counter()
             metrics.update(self._periodic_eval(step + 1))
             metrics["time/eval_s"] = time.perf_counter() - ended
+        metrics.update(self.alarms.check(step + 1, metrics))
         self.writer.write(step + 1, metrics)
+        self.alarms.enforce(step + 1)  # alarms.fail_on_alarm: after the step's metrics are out
         self.step = step + 1
         if (self.step % self.config.train.checkpoint_every == 0
                 or self.step == self.config.train.steps or self._budget_spent()):
@@ -368,8 +389,8 @@ def restore_run(workdir: str | os.PathLike, step: int | None = None, role: str =
     plan = build_plan(config)
     start = (workdir / "sft" / "model" if config.sft.enabled
              else resolve_model_path(config.model.path))
-    model = load_hf_checkpoint(start, **load_options(config.model),
-                               value_head=plan.learner.term("value") is not None)
+    model = start_model(start, config.model, seed=config.seed,
+                        value_head=plan.learner.term("value") is not None)
     learner, state = create_learner(model, plan.learner, seed=config.seed,
                                     mesh=sharding.make_mesh(1, 1, 1, jax.devices()[:1]))
     policies = PolicyStates(learner, state, plan.param_roles)

@@ -27,7 +27,8 @@ def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 
                      length: int | None = None, max_pairs: int | None = None,
                      pair_seed: int | Sequence[int] | None = None) -> TrajectoryBatch:
     """Episodes as rows (tokens, loss mask, sampler logprobs, return, token rewards and their
-    mask under the rollout's reward kind, group id) and, when
+    mask under the rollout's reward kind, group id, each reply's state key as a small integer,
+    `Episode.step_keys`, the policy version of each sampled token) and, when
     `max_pairs` is set, up to that many counterfactual records as preference pairs (anchor step
     chosen, failed step rejected), drawn uniformly from all the records with `pair_seed` (see
     `sample_records`)."""
@@ -51,13 +52,22 @@ def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 
             reward_mask[i, position] = 1.0
     groups = np.full((rows,), -1, np.int32)  # padding rows form a group of their own
     groups[:len(arrays)] = result.group_ids()
+    step_keys = np.full((rows, length), -1, np.int32)
+    ids: dict[str, int] = {}  # equal states, equal ids; GiGPO pairs them with the group ids
+    for i, episode in enumerate(result.episodes):
+        for start, end, key in episode.step_keys():
+            step_keys[i, start:end] = ids.setdefault(key, len(ids))
+    versions = np.full((rows, length), -1, np.int32)
+    for i, episode in enumerate(result.episodes):
+        row = episode.conversation.training_versions()
+        versions[i, :len(row)] = row
     pairs = None
     if max_pairs is not None:
         pairs = preference_pairs(sample_records(result.records, max_pairs, pair_seed),
                                  max_pairs, pad_id, length)
     return TrajectoryBatch(sequences=sequences, old_logprobs=logprobs, rewards=rewards,
                            token_rewards=token_rewards, reward_mask=reward_mask, group_ids=groups,
-                           pairs=pairs)
+                           step_keys=step_keys, versions=versions, pairs=pairs)
 
 
 def sample_records(records: Sequence[CounterfactualRecord], count: int,

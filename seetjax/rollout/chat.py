@@ -44,6 +44,7 @@ class Segment:
     ids: list[int]
     kind: SegmentKind
     logprobs: list[float] | None = None  # replies: the sampler's logprob of each id
+    versions: list[int] | None = None  # replies: the policy weight version that sampled each id
     in_training: bool = True  # part of the training sequence
     masked: bool = False  # in the sequence without loss
 
@@ -78,14 +79,18 @@ class Conversation:
     def num_tokens(self) -> int:
         return sum(len(s.ids) for s in self.segments)
 
-    def add_reply(self, ids: Sequence[int], logprobs: Sequence[float], stopped: bool) -> str:
+    def add_reply(self, ids: Sequence[int], logprobs: Sequence[float], stopped: bool,
+                  versions: Sequence[int] = ()) -> str:
         """Appends a sampled reply; one cut off before its stop token is closed with one (not
         trained on: the policy did not produce it, but the next reply is conditioned on it, so
-        `add_observations` hands it to the sampler first). Returns the reply's text."""
-        if len(ids) != len(logprobs):
-            raise ValueError(f"reply has {len(ids)} ids but {len(logprobs)} logprobs")
+        `add_observations` hands it to the sampler first). `versions`: the policy version of
+        each id (empty: unversioned, -1 each). Returns the reply's text."""
+        if len(ids) != len(logprobs) or (versions and len(versions) != len(ids)):
+            raise ValueError(f"reply has {len(ids)} ids but {len(logprobs)} logprobs and "
+                             f"{len(versions)} versions")
         text = reply_text(self.tokenizer, ids, stopped)
-        self.segments.append(Segment(list(ids), "reply", list(logprobs)))
+        self.segments.append(Segment(list(ids), "reply", list(logprobs),
+                                     list(versions) or [-1] * len(ids)))
         if not stopped:
             self.segments.append(Segment([self.tokenizer.reply_end_id], "closing"))
             self._unsent = [self.tokenizer.reply_end_id]
@@ -143,3 +148,10 @@ class Conversation:
             logprobs += s.logprobs if s.trained else [0.0] * len(s.ids)
         return (np.asarray(tokens, np.int32), np.asarray(mask, np.float32),
                 np.asarray(logprobs, np.float32))
+
+    def training_versions(self) -> np.ndarray:
+        """[tokens] int32 along the training sequence: the policy version that sampled each
+        reply token (masked attempts included), -1 on every token not sampled."""
+        return np.asarray([v for s in self.segments if s.in_training
+                           for v in (s.versions if s.kind == "reply" else [-1] * len(s.ids))],
+                          np.int32)

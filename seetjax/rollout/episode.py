@@ -19,6 +19,7 @@ from typing import Any
 
 from seetjax.envs.base import EpisodeTrace, StepCode, StepResult, ToolEnv
 from seetjax.envs.capabilities import GroundTruth, Hints, ReadsCalls, Rewindable, ScoresEpisodes
+from seetjax.envs.state_keys import state_key as env_state_key
 from seetjax.errors import invalid
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rewards import RewardConfig, assigned_rewards, progress_reward
@@ -115,6 +116,9 @@ class Episode:
         # The conversation segment of the reply each environment step read (aligned with
         # `trace().steps`): where a step's reward is placed in the training row.
         self.step_replies: list[int] = []
+        # Per reply (its conversation segment): the key of the environment state it was sampled
+        # from (`seetjax.envs.state_keys`; None where the environment has none): GiGPO's groups.
+        self.reply_states: dict[int, str | None] = {}
         self.turns: list[TurnLog] = [TurnLog(0, state_key([]))]
         self.done = False
         self.truncated = False
@@ -181,7 +185,9 @@ class Episode:
         log.tokens += len(completion.tokens)
         stopped = completion.finish_reason == "stop"
         first = len(self.conversation.segments)
-        text = self.conversation.add_reply(completion.tokens, completion.logprobs, stopped)
+        self.reply_states[first] = env_state_key(self.env)
+        text = self.conversation.add_reply(completion.tokens, completion.logprobs, stopped,
+                                           completion.versions)
         parsed = self.env.parse_calls(text) if isinstance(self.env, ReadsCalls) else None
 
         if (self.stage.interception and isinstance(parsed, list)
@@ -365,6 +371,19 @@ class Episode:
                   else assigned_rewards(self.trace(), config))
         return [(ends[-1 if step is None else self.step_replies[step]], reward)
                 for step, reward in scored]
+
+    def step_keys(self) -> list[tuple[int, int, str]]:
+        """(start, end, state key) of each reply in the training sequence with a key: its
+        positions [start, end) and the key of the state it was sampled from."""
+        out, position = [], 0
+        for index, segment in enumerate(self.conversation.segments):
+            if not (segment.in_training and segment.ids):
+                continue
+            key = self.reply_states.get(index) if segment.kind == "reply" else None
+            if key is not None:
+                out.append((position, position + len(segment.ids), key))
+            position += len(segment.ids)
+        return out
 
     def env_reward(self) -> dict[str, float]:
         """The environment's own reward of the episode, part by part (`ScoresEpisodes`)."""

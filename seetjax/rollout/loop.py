@@ -42,38 +42,77 @@ class Policy(Protocol):
     def generate(self, rows: Sequence[int], chunks: Sequence[Sequence[int]],
                  max_new_tokens: Sequence[int]) -> list[Completion]:
         """Appends chunks[k] to sequence rows[k] (rows only ever shrink), then samples one reply
-        for each; replies end with a stop token ('stop') or at their limit ('length')."""
+        for each; replies end with a stop token ('stop') or at their limit ('length'). A
+        versioned policy stamps each token's weight version (`Completion.versions`)."""
 
 
 class SamplerPolicy:
     """The KV-cache sampler as a policy: one cached sequence per episode. Episodes of one task
-    share their prompt, which is prefilled once and copied."""
+    share their prompt, which is prefilled once and copied.
+
+    Versions: the policy samples with the parameters of one weight `version` (the learner's
+    update count of them) and stamps it on every token it samples (`Completion.versions`).
+    `update_weights` is the one way to change both. The cached rows are tagged with the version
+    that computed them: after an update every row is recomputed from its tokens under the new
+    weights before the next reply, so no token is ever sampled from a stale cache (the
+    "interruptible generation" of AReaL, arXiv:2505.24298, section 4)."""
 
     def __init__(self, sampler: Sampler, params: Any, sampling: SamplingParams,
-                 stop_ids: Sequence[int], rng: jax.Array):
-        self.sampler, self.params, self.sampling = sampler, params, sampling
+                 stop_ids: Sequence[int], rng: jax.Array, version: int = 0):
+        self.sampler, self.sampling = sampler, sampling
         self.stop_ids, self.rng = list(stop_ids), rng
+        self._params, self._version = params, int(version)
+
+    @property
+    def params(self) -> Any:
+        """The parameters it samples with (change them with `update_weights`)."""
+        return self._params
+
+    @property
+    def version(self) -> int:
+        """The weight version of `params`."""
+        return self._version
+
+    def update_weights(self, params: Any, version: int) -> None:
+        """Samples with `params`, of weight `version`, from the next reply on: the cached rows
+        (computed under the old weights) are recomputed before it."""
+        if version <= self._version:
+            raise invalid(self, "version", version, f"must be above the current version "
+                          f"{self._version}")
+        self._params, self._version = params, int(version)
 
     def start(self, prompts: Sequence[Sequence[int]]) -> None:
         unique: dict[tuple[int, ...], int] = {}
         for p in prompts:
             unique.setdefault(tuple(p), len(unique))
-        seqs = self.sampler.prefill(self.params, [list(p) for p in unique])
+        seqs = self.sampler.prefill(self._params, [list(p) for p in unique])
         self.seqs = self.sampler.select(seqs, [unique[tuple(p)] for p in prompts])
         self.rows = list(range(len(prompts)))
+        self.cached = [list(p) for p in prompts]  # each row's tokens as its cache holds them
+        self.cached_version = self._version
 
     def generate(self, rows: Sequence[int], chunks: Sequence[Sequence[int]],
                  max_new_tokens: Sequence[int]) -> list[Completion]:
         if list(rows) != self.rows:
             position = {r: i for i, r in enumerate(self.rows)}
             self.seqs = self.sampler.select(self.seqs, [position[r] for r in rows])
+            self.cached = [self.cached[position[r]] for r in rows]
             self.rows = list(rows)
-        self.seqs = self.sampler.extend(self.params, self.seqs, chunks)
+        for tokens, chunk in zip(self.cached, chunks):
+            tokens.extend(chunk)
+        if self.cached_version != self._version:  # stale rows: recomputed, never reused
+            self.seqs = self.sampler.prefill(self._params, self.cached)
+            self.cached_version = self._version
+        else:
+            self.seqs = self.sampler.extend(self._params, self.seqs, chunks)
         self.rng, key = jax.random.split(self.rng)
-        self.seqs, completions = self.sampler.generate(self.params, self.seqs, key,
+        self.seqs, completions = self.sampler.generate(self._params, self.seqs, key,
                                                        list(max_new_tokens), self.stop_ids,
                                                        self.sampling)
-        return completions
+        for tokens, c in zip(self.cached, completions):
+            tokens.extend(c.tokens)  # sampled tokens enter the cache too
+        return [dataclasses.replace(c, versions=[self._version] * len(c.tokens))
+                for c in completions]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +147,8 @@ class PlayTimes:
     execution, hints, checking, tokenising observations); slow_loop_s: anchors and
     counterfactual records. Each policy call decodes every row for as many steps as its
     longest reply: `row_steps` counts those row-steps, `reply_tokens` the tokens replies kept,
-    so 1 - reply_tokens / row_steps is the share of decoding spent on rows already done.
+    so 1 - reply_tokens / row_steps is the share of decoding spent on rows already done, and
+    reply_tokens / sampling_s the rollout's tokens per second.
     """
 
     sampling_s: float = 0.0
@@ -132,7 +172,8 @@ class PlayTimes:
     def metrics(self) -> dict[str, float]:
         return {"sampling_s": self.sampling_s, "environment_s": self.environment_s,
                 "slow_loop_s": self.slow_loop_s, "policy_calls": float(self.policy_calls),
-                "idle_share": 1.0 - self.reply_tokens / max(self.row_steps, 1)}
+                "idle_share": 1.0 - self.reply_tokens / max(self.row_steps, 1),
+                "tokens_per_s": self.reply_tokens / self.sampling_s if self.sampling_s else 0.0}
 
 
 @dataclasses.dataclass
@@ -190,8 +231,9 @@ class RolloutResult:
         (EnvTuning's, comparable across kinds); turn accuracy over all turns and over the turns
         that expect calls (BFCL's checked turns); silent turns, the share of checked turns failed
         without a call attempted (`TurnLog.silent`); unproductive turns, the share of checked turns
-        failed after calls that made no progress toward their ground truth (the reward-hack
-        detector, `seetjax.rewards.gaming_metrics`); format validity, the share
+        failed after calls that made no progress toward their ground truth, and repeated calls,
+        the share of calls repeating one made earlier in their turn (the reward-hack detectors,
+        `seetjax.rewards.gaming_metrics`); format validity, the share
         of replies that ended with their stop token and parsed; SEET's counters; and where the
         environment scores its episodes (`ScoresEpisodes`), the mean of each part of its reward,
         `env_<part>`. One figure is a total, not a mean: `policy_tokens`, every token the policy
@@ -263,7 +305,7 @@ class Rollout:
                 if i in partial:
                     done = partial.pop(i)
                     c = Completion(done.tokens + c.tokens, done.logprobs + c.logprobs,
-                                   c.finish_reason)
+                                   c.finish_reason, done.versions + c.versions)
                 chunks[i] = []
                 if c.finish_reason == "length" and n < budget:
                     partial[i] = c  # cut by the chunk, not by the reply's limit: goes on

@@ -48,11 +48,14 @@ class SequenceBatch:
 
 @dataclasses.dataclass(frozen=True)
 class Completion:
-    """One row's generated tokens, the logprob of each, and why it ended ('stop' or 'length')."""
+    """One row's generated tokens, the logprob of each, and why it ended ('stop' or 'length');
+    `versions`: the policy weight version that sampled each token (empty: an unversioned policy,
+    e.g. the bare sampler; `SamplerPolicy` fills it)."""
 
     tokens: list[int]
     logprobs: list[float]
     finish_reason: str
+    versions: list[int] = dataclasses.field(default_factory=list)
 
 
 def bucket(n: int, minimum: int = 1) -> int:

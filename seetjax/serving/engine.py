@@ -17,11 +17,16 @@ the prompt alone (tested).
 Prefix reuse: a new prompt sharing at least `min_prefix_tokens` with a cached prompt or finished
 conversation prefills only the rest (`prefix_cache.py`).
 
+Weight versions: the engine serves the parameters of one `weight_version`, stamped on every
+sampled token (`ChoiceOutput.versions`). `update_weights` swaps both between decode chunks, drops
+the prefix-cache entries of older versions and recomputes every live row's cache under the new
+weights, so no token is sampled from keys and values of old weights.
+
 A bounded queue: `submit` raises `QueueFullError` when `max_queue` requests are waiting.
 
-Here: the scheduler (admission, rows, the decode thread). Requests, events and outputs are in
-`requests.py`, the jitted programs in `decode.py`, the release of text and stop strings in
-`release.py`.
+Here: the scheduler (admission, weight updates, the decode thread). The rows on the device and
+their bookkeeping are in `rows.py`, requests, events and outputs in `requests.py`, the jitted
+programs in `decode.py`, the release of text and stop strings in `release.py`.
 """
 
 from __future__ import annotations
@@ -39,25 +44,16 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 
 from seetjax.errors import invalid, require
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.models.transformer import Transformer
-from seetjax.sampling.sampler import Sampler, SequenceBatch, bucket
-from seetjax.serving.decode import (
-    decode_chunk,
-    insert_rows,
-    pad_rows,
-    resize_slots,
-    take_row,
-    take_rows,
-)
+from seetjax.sampling.sampler import Sampler
+from seetjax.serving.decode import decode_chunk
 from seetjax.serving.prefix_cache import PrefixCache
 from seetjax.serving.release import release
 from seetjax.serving.requests import (
-    MAX_TOP_LOGPROBS,
     ChoiceOutput,
     ChoiceState,
     EngineStoppedError,
@@ -68,8 +64,8 @@ from seetjax.serving.requests import (
     RequestOutput,
     RequestState,
 )
+from seetjax.serving.rows import RowBatch
 from seetjax.serving.telemetry import Histogram, TokenRate
-from seetjax.serving.token_fsm import stack_tables
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +105,9 @@ class Engine:
         if batching not in ("continuous", "static"):
             raise invalid(self, "batching", batching, "one of 'continuous', 'static'")
         self.model, self.tokenizer = model, tokenizer
-        self.params = params if params is not None else nnx.state(model)
+        self._params = params if params is not None else nnx.state(model)
+        self._version = 0
+        self._update: tuple[nnx.State, int] | None = None  # waiting for the decode thread
         self.sampler = sampler or Sampler(model, pad_id=tokenizer.pad_id)
         self.max_batch, self.max_queue, self.chunk_steps = max_batch, max_queue, chunk_steps
         self.max_context = min(max_context or model.config.max_position_embeddings,
@@ -119,24 +117,13 @@ class Engine:
         self.stats = EngineStats()
         self.ttft = Histogram()  # seconds from submit to a request's first token
         self.token_rate = TokenRate()
-        self.weight_version = 0  # whoever replaces `params` bumps it (reported by /metrics)
         self.prefixes = PrefixCache(self.sampler, prefix_cache_tokens, min_prefix_tokens)
 
         graphdef = nnx.graphdef(model)
         pad_id = self.sampler.pad_id
         self._decode = jax.jit(functools.partial(decode_chunk, graphdef, pad_id=pad_id),
                                static_argnames=("num_steps", "num_top"), donate_argnums=(1,))
-        # Not donated: a resized cache has another shape, so XLA could not reuse the buffers.
-        self._resize = jax.jit(resize_slots, static_argnums=(1,))
-        self._insert = jax.jit(insert_rows, donate_argnums=(0,))
-        self._take_row = jax.jit(take_row)
-        self._take_rows = jax.jit(take_rows)
-        self._pad_rows = jax.jit(pad_rows, static_argnums=(1,))
-
-        # Rows held on device: a power of two that grows as requests join and shrinks as they
-        # leave (each decode step computes every held row, live or not).
-        self._state = self.sampler.empty(1).state
-        self._rows: list[ChoiceState | None] = [None]
+        self.batch = RowBatch(self.sampler, chunk_steps)
         self._queue: collections.deque[RequestState] = collections.deque()
         self._lock = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -144,8 +131,6 @@ class Engine:
         self._seeds = random.Random(int.from_bytes(os.urandom(8), "little"))
         self._ids = 0
         self._request_seconds = 0.0  # moving average of a request's time in the batch
-        # The constrained rows' stacked automata on the device: (their ids, offsets, table).
-        self._tables: tuple[tuple[int, ...], dict[int, int], jax.Array, list] | None = None
 
     # ------------------------------------------------------------------ public
 
@@ -184,7 +169,41 @@ class Engine:
 
     @property
     def active_rows(self) -> int:
-        return sum(r is not None for r in self._rows)
+        return self.batch.active
+
+    @property
+    def params(self) -> nnx.State:
+        """The parameters served (change them with `update_weights`)."""
+        return self._params
+
+    @property
+    def weight_version(self) -> int:
+        """The version of `params` (reported by /metrics)."""
+        return self._version
+
+    def update_weights(self, params: nnx.State, version: int) -> None:
+        """Serves `params`, of weight `version`, from the next decode chunk on (see the module
+        docstring); returns once they serve. From the decode thread itself (an event callback)
+        it returns at once and the update lands before the next chunk."""
+        with self._lock:
+            current = self._update[1] if self._update else self._version
+            if version <= current:
+                raise invalid(self, "weight_version", version, "must be above the current version "
+                              f"{current}")
+            self._update = (params, int(version))
+            self._lock.notify_all()
+            if self._thread is None or not self._thread.is_alive():
+                self._apply_update()  # no decode thread: nothing decodes meanwhile
+            elif threading.current_thread() is not self._thread:
+                while self._update is not None and self.running:
+                    self._lock.wait(0.5)
+
+    def _apply_update(self) -> None:
+        """Swaps in the waiting weights (with the lock held, between chunks)."""
+        (self._params, self._version), self._update = self._update, None
+        self.prefixes.drop_older(self._version)
+        self.batch.recompute(self._params)
+        self._lock.notify_all()
 
     def submit(self, prompt: Sequence[int], params: GenerationParams,
                on_event: Callable[[Event], None] | None = None) -> RequestHandle:
@@ -225,16 +244,19 @@ class Engine:
     def _loop(self) -> None:
         while True:
             with self._lock:
-                while (not self._stopping and not self._queue
-                       and not any(self._rows)):
+                while (not self._stopping and not self._queue and self._update is None
+                       and not self.batch.active):
                     self._lock.wait(0.5)
                 if self._stopping:
                     return
             try:
+                with self._lock:
+                    if self._update is not None:
+                        self._apply_update()
                 self._drop_cancelled()
                 self._admit()
-                self._shrink_rows()
-                if any(self._rows):
+                self.batch.shrink()
+                if self.batch.active:
                     self._decode_chunk()
             except Exception as e:  # noqa: BLE001 - a device error fails the batch, not the server
                 logger.exception("engine: decode failed; failing the active requests")
@@ -255,17 +277,17 @@ class Engine:
     def _drop_cancelled(self) -> None:
         with self._lock:
             self._purge_queue()
-        for row, choice in enumerate(self._rows):
-            if choice is not None and choice.request.handle.cancelled:
-                self._rows[row] = None
+        for row, choice in self.batch.live:
+            if choice.request.handle.cancelled:
+                self.batch.choices[row] = None
                 request = choice.request
-                if not any(c.request is request for c in self._rows if c is not None):
+                if not any(c.request is request for _, c in self.batch.live):
                     self.stats.cancelled += 1
                     request.handle._finish(None, "cancelled")
 
     def _admit(self) -> None:
         """Moves queued requests (FIFO) into free rows: one prefill each, copied to n rows."""
-        if self.batching == "static" and any(self._rows):
+        if self.batching == "static" and self.batch.active:
             return
         while True:
             with self._lock:
@@ -277,105 +299,38 @@ class Engine:
             request.admitted = time.monotonic()
             try:
                 request.make_choices()
-                seqs, reused = self.prefixes.prefill(self.params, prompt)
+                seqs, reused = self.prefixes.prefill(self._params, prompt, self._version)
             except Exception as e:  # noqa: BLE001 - this request failed (too big?); not the batch
                 logger.exception("engine: admitting %s failed", request.handle.request_id)
                 request.handle._finish(None, f"admission failed: {type(e).__name__}: {e}")
                 continue
-            self._grow_rows(self.active_rows + request.handle.params.n)
-            free = [i for i, c in enumerate(self._rows) if c is None]
+            self.batch.grow(self.active_rows + request.handle.params.n)
+            free = [i for i, c in enumerate(self.batch.choices) if c is None]
             request.cached_tokens = reused
             self.stats.prompt_tokens += len(prompt)
             self.stats.cached_tokens += reused
             rows = free[:len(request.choices)]
-            self._fit_slots(max(len(prompt) + self.chunk_steps, seqs.state.cache.slots))
-            k = bucket(len(rows))
-            src = np.zeros((k,), np.int32)
-            dst = np.full((k,), self._state.logits.shape[0], np.int32)  # out of range: dropped
-            dst[:len(rows)] = rows
+            self.batch.fit_slots(max(len(prompt) + self.chunk_steps, seqs.state.cache.slots))
             try:
-                self._state = self._insert(self._state, seqs.state, jnp.asarray(src),
-                                           jnp.asarray(dst))
+                self.batch.insert(seqs, [0] * len(rows), rows)
             except Exception as e:  # the batch's buffers may be gone: the loop fails them all
                 request.handle._finish(None, f"{type(e).__name__}: {e}")
                 raise
             for row, choice in zip(rows, request.choices):
-                self._rows[row] = choice
-
-    def _grow_rows(self, needed: int) -> None:
-        """Holds at least `needed` rows (new rows empty)."""
-        held = len(self._rows)
-        if needed <= held:
-            return
-        rows = bucket(needed)
-        self._state = self._pad_rows(self._state, rows)
-        self._rows += [None] * (rows - held)
-
-    def _shrink_rows(self) -> None:
-        """Moves the live rows to the front of a smaller batch once at most a quarter of the
-        held rows are live (the rest would be computed for nothing at every step); half of the
-        new batch stays free for newcomers."""
-        live = [i for i, c in enumerate(self._rows) if c is not None]
-        held = len(self._rows)
-        if held == 1 or 4 * len(live) > held:
-            return
-        rows = max(1, bucket(2 * len(live)))
-        index = np.zeros((rows,), np.int32)
-        index[:len(live)] = live
-        self._state = self._take_rows(self._state, jnp.asarray(index))
-        self._rows = [self._rows[i] for i in live] + [None] * (rows - len(live))
-
-    def _fit_slots(self, needed: int) -> None:
-        """Grows the batch's cache to hold `needed` slots per row, or shrinks it when every live
-        row fits in half of it (attention runs over all slots)."""
-        live = [c.length for c in self._rows if c is not None]
-        needed = max([needed] + [n + self.chunk_steps for n in live])
-        target = bucket(needed, self.sampler.min_slots)
-        slots = self._state.cache.slots
-        if target > slots or target * 2 <= slots:
-            self._state = self._resize(self._state, target)
+                self.batch.choices[row] = choice
 
     def _decode_chunk(self) -> None:
-        rows = len(self._rows)
-        self._fit_slots(0)
-        padded = self._state.logits.shape[0]
-        keys = np.zeros((padded, 2), np.uint32)
-        generated = np.zeros((padded,), np.int32)
-        budget = np.zeros((padded,), np.int32)
-        temperature = np.zeros((padded,), np.float32)
-        top_p = np.ones((padded,), np.float32)
-        top_k = np.zeros((padded,), np.int32)
-        num_top = 0
-        for row in range(rows):
-            choice = self._rows[row]
-            if choice is None:
-                continue
-            p = choice.request.handle.params
-            keys[row] = choice.key
-            generated[row] = len(choice.tokens)
-            budget[row] = min(self.chunk_steps, p.max_tokens - len(choice.tokens))
-            temperature[row], top_p[row], top_k[row] = choice.request.settings
-            num_top = max(num_top, p.top_logprobs)
-        stops = np.full((padded, len(self.stop_ids)), -1, np.int32)
-        for row, choice in enumerate(self._rows):
-            if choice is not None and not choice.request.handle.params.ignore_eos:
-                stops[row] = self.stop_ids
-        # top_logprobs compiles one variant for all k > 0 (OpenAI's bound), not one per k.
-        num_top = MAX_TOP_LOGPROBS if num_top else 0
-        self._state, tokens, logprobs, top_ids, top_lps, count, stopped = self._decode(
-            self.params, self._state, jnp.asarray(keys), jnp.asarray(generated),
-            jnp.asarray(budget), jnp.asarray(stops), jnp.asarray(temperature),
-            jnp.asarray(top_p), jnp.asarray(top_k), self._constraint(padded),
-            num_steps=self.chunk_steps, num_top=num_top)
+        self.batch.fit_slots(0)
+        x = self.batch.inputs(self.stop_ids)
+        self.batch.state, tokens, logprobs, top_ids, top_lps, count, stopped = self._decode(
+            self._params, self.batch.state, *map(jnp.asarray, x[:-1]), self.batch.constraint(),
+            num_steps=self.chunk_steps, num_top=x.num_top)
         tokens, logprobs, top_ids, top_lps, count, stopped = jax.device_get(
             (tokens, logprobs, top_ids, top_lps, count, stopped))
         self.stats.chunks += 1
         self.token_rate.record(int(count.sum()))
         now = time.monotonic()
-        for row in range(rows):
-            choice = self._rows[row]
-            if choice is None:
-                continue
+        for row, choice in self.batch.live:
             n = int(count[row])
             k = choice.request.handle.params.top_logprobs
             if choice.fsm_state >= 0:
@@ -385,6 +340,7 @@ class Engine:
                 self.ttft.observe(now - choice.request.handle.submitted)
             choice.tokens += tokens[row, :n].tolist()
             choice.logprobs += logprobs[row, :n].tolist()
+            choice.versions += [self._version] * n
             choice.tops += [list(zip(top_ids[row, i, :k].tolist(), top_lps[row, i, :k].tolist()))
                             for i in range(n)]
             self.stats.completion_tokens += n
@@ -394,32 +350,8 @@ class Engine:
                 choice.finish = "length"
             release(choice, self.tokenizer)
             if choice.finish is not None:
-                self._rows[row] = None
+                self.batch.choices[row] = None
                 self._finish_choice(choice, row)
-
-    def _constraint(self, padded: int) -> tuple[jax.Array, jax.Array] | None:
-        """The decode chunk's (table, row states) for the constrained rows, None when there are
-        none (the unconstrained program runs, unchanged). The tables of the rows' automata are
-        stacked (each row's state offset to its own), in a power-of-two number of states so
-        few shapes compile; the stacked table stays on the device while the same automata
-        decode."""
-        fsms = {id(c.request.handle.params.constraint): c.request.handle.params.constraint
-                for c in self._rows if c is not None and c.fsm_state >= 0}
-        if not fsms:
-            self._tables = None
-            return None
-        key = tuple(sorted(fsms))
-        if self._tables is None or self._tables[0] != key:
-            offsets, table = stack_tables([fsms[k] for k in key])
-            # The automata are held with their table: their ids stay theirs while it is cached.
-            self._tables = (key, dict(zip(key, offsets)), jnp.asarray(table),
-                            list(fsms.values()))
-        _, offsets, table, _ = self._tables
-        states = np.full((padded,), -1, np.int32)
-        for row, c in enumerate(self._rows):
-            if c is not None and c.fsm_state >= 0:
-                states[row] = offsets[id(c.request.handle.params.constraint)] + c.fsm_state
-        return table, jnp.asarray(states)
 
     # ------------------------------------------------------------------ finishing
 
@@ -428,24 +360,22 @@ class Engine:
         if choice.index == 0 and self.prefixes.max_tokens > 0:
             # The whole conversation as cached (prompt + reply): a client's next turn, its
             # tool results appended, reuses all of it.
-            state = self._take_row(self._state, jnp.int32(row))
             cached = request.handle.prompt + choice.tokens
             if len(cached) >= self.prefixes.min_tokens:
-                self.prefixes.remember(cached, SequenceBatch(state, 1))
+                self.prefixes.remember(cached, self.batch.take(row), self._version)
         if all(c.finish is not None for c in request.choices):
             output = RequestOutput(
                 request.handle.request_id, len(request.handle.prompt), request.cached_tokens,
-                [ChoiceOutput(c.index, c.text, c.tokens, c.logprobs, c.tops, c.finish)
-                 for c in request.choices])
+                [ChoiceOutput(c.index, c.text, c.tokens, c.logprobs, c.tops, c.finish,
+                              c.versions) for c in request.choices])
             self.stats.finished += 1
             seconds = time.monotonic() - request.admitted
             self._request_seconds += 0.2 * (seconds - self._request_seconds)
             request.handle._finish(output)
 
     def _fail_active(self, message: str) -> None:
-        requests = {id(c.request): c.request for c in self._rows if c is not None}
-        self._rows = [None]
-        self._state = self.sampler.empty(1).state
+        requests = {id(c.request): c.request for _, c in self.batch.live}
+        self.batch.clear()
         for request in requests.values():
             request.handle._finish(None, message)
 

@@ -2,6 +2,10 @@
 as cached), kept in an LRU under a token budget. A new prompt sharing at least `min_tokens` with
 one of them copies that cached row and prefills only the rest (exact up to float rounding), so a
 multi-turn client (tool results appended to the previous reply) re-encodes only what is new.
+
+Every entry is tagged with the weight version that computed it and serves only requests of that
+version: a weight update drops the older entries (`drop_older`), so a cached prefix of old
+weights is never reused (NeMo-RL served weights 17 steps old from such a cache).
 """
 
 from __future__ import annotations
@@ -19,21 +23,24 @@ from seetjax.serving.decode import truncate_to
 
 
 class PrefixCache:
-    """Cached rows by token sequence; `max_tokens` 0 keeps none."""
+    """Cached rows by token sequence, each with its weight version; `max_tokens` 0 keeps
+    none."""
 
     def __init__(self, sampler: Sampler, max_tokens: int, min_tokens: int):
         self.sampler, self.max_tokens, self.min_tokens = sampler, max_tokens, min_tokens
-        self._entries: collections.OrderedDict[tuple[int, ...], tuple[np.ndarray, SequenceBatch]] = (
-            collections.OrderedDict())
+        self._entries: collections.OrderedDict[
+            tuple[int, ...], tuple[np.ndarray, SequenceBatch, int]] = collections.OrderedDict()
         self._truncate = jax.jit(truncate_to, donate_argnums=(0,))
 
-    def prefill(self, params: nnx.State, prompt: list[int]) -> tuple[SequenceBatch, int]:
-        """The prompt's cached row, reusing the longest cached prefix; returns (row, reused)."""
+    def prefill(self, params: nnx.State, prompt: list[int], version: int
+                ) -> tuple[SequenceBatch, int]:
+        """The prompt's cached row under `params` (of weight `version`), reusing the longest
+        cached prefix of that version; returns (row, reused)."""
         best, best_key = 0, None
         query = np.asarray(prompt, np.int32)
-        for key, (tokens, _) in self._entries.items():
+        for key, (tokens, _, tag) in self._entries.items():
             m = min(len(tokens), len(query) - 1)  # at least one token left to compute logits
-            if m <= best:
+            if m <= best or tag != version:
                 continue
             same = tokens[:m] == query[:m]
             common = m if same.all() else int(same.argmin())
@@ -49,15 +56,16 @@ class PrefixCache:
         else:
             seqs = self.sampler.prefill(params, [prompt])
             reused = 0
-        self.remember(prompt, seqs)
+        self.remember(prompt, seqs, version)
         return seqs, reused
 
-    def remember(self, tokens: Sequence[int], seqs: SequenceBatch) -> None:
-        """Keeps a cached row for prefix reuse (LRU under the token budget)."""
+    def remember(self, tokens: Sequence[int], seqs: SequenceBatch, version: int) -> None:
+        """Keeps a cached row, computed under weight `version`, for prefix reuse (LRU under the
+        token budget)."""
         if self.max_tokens <= 0:
             return
         key = tuple(tokens)
-        self._entries[key] = (np.asarray(tokens, np.int32), seqs)
+        self._entries[key] = (np.asarray(tokens, np.int32), seqs, version)
         self._entries.move_to_end(key)
         # An entry that is a prefix of the new one is covered by it.
         for other in [k for k in self._entries if k != key and len(k) < len(key)
@@ -66,3 +74,10 @@ class PrefixCache:
         while (sum(e[1].state.cache.slots for e in self._entries.values())
                > self.max_tokens and len(self._entries) > 1):
             self._entries.popitem(last=False)
+
+    def drop_older(self, version: int) -> int:
+        """Drops the entries computed under weight versions before `version`; returns how many."""
+        old = [k for k, (_, _, tag) in self._entries.items() if tag < version]
+        for key in old:
+            del self._entries[key]
+        return len(old)

@@ -95,12 +95,15 @@ class ErrorEvent:
 
 @dataclasses.dataclass(frozen=True)
 class ChoiceOutput:
+    """versions: the engine's weight version that sampled each token."""
+
     index: int
     text: str
     token_ids: list[int]
     logprobs: list[float]
     top_logprobs: list[list[tuple[int, float]]]
     finish_reason: str
+    versions: list[int] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,6 +197,7 @@ class ChoiceState:
         self.request, self.index, self.key = request, index, key
         self.tokens: list[int] = []
         self.logprobs: list[float] = []
+        self.versions: list[int] = []  # the weight version of each token
         self.tops: list[list[tuple[int, float]]] = []
         self.released = ""  # text already handed out
         self.sent_tokens = 0  # tokens already handed out

@@ -109,8 +109,9 @@ def test_shards_split_the_grid(grid, ablate):
             grid.parse_shard(bad)
 
 
-@pytest.mark.parametrize("variant", ["grpo", "seet", "seet_no_hints", "seet_no_interception",
-                                     "seet_no_anchors", "seet_no_curriculum"])
+@pytest.mark.parametrize("variant", ["grpo", "gigpo", "seet", "seet_no_hints",
+                                     "seet_no_interception", "seet_no_anchors",
+                                     "seet_no_curriculum"])
 def test_every_variant_is_a_valid_plan(ablate, variant, tmp_path):
     from seetjax.rl.config import build_plan
 

@@ -142,6 +142,11 @@ def test_a_token_budget_ends_the_rl_phase_and_resumes_with_its_count(tmp_path, e
     assert rows[1]["rollout/cumulative_policy_tokens"] == (
         first[0]["rollout/policy_tokens"] + rows[1]["rollout/policy_tokens"])
     assert "2 RL steps" in (tmp_path / "report.md").read_text()
+    for r in rows:  # synchronous RL: each step trains on the newest weights' tokens only
+        assert (r["rollout/versions"], r["rollout/newest_version_share"],
+                r["rollout/staleness"]) == (1.0, 1.0, 0.0)
+    updated = "learner/no_signal" not in first[0]  # the version counts the learner's updates
+    assert [r["rollout/oldest_version"] for r in rows] == [0.0, float(updated)]
     # without periodic evaluations the RL steps' rows carry none, and no step files are kept
     assert not any(k.startswith("eval/") for r in rows for k in r)
     assert not list((tmp_path / "evals").glob("step_*.json"))

@@ -61,10 +61,19 @@ def rl_batch(seed: int = 0, rows: int = 16, length: int = 24, group: int = 4,
     old = np.where(seqs.loss_mask > 0, -rng.rand(rows, length) * 4 - 1, 0).astype(np.float32)
     batch = TrajectoryBatch(sequences=seqs, old_logprobs=old,
                             rewards=rng.randint(0, 3, rows).astype(np.float32),
-                            group_ids=(np.arange(rows) // group).astype(np.int32))
+                            group_ids=(np.arange(rows) // group).astype(np.int32),
+                            step_keys=reply_keys(seqs))
     if pairs:
         batch = batch.replace(pairs=preference_pairs(rng, pairs, length))
     return batch
+
+
+def reply_keys(seqs: TokenSequences) -> np.ndarray:
+    """[N, T] int32: each run of loss-mask tokens (a generated turn) keyed by its index in the
+    row, -1 elsewhere: a group's rows share their states turn by turn (GiGPO's step groups)."""
+    mask = np.asarray(seqs.loss_mask) > 0
+    starts = mask & ~np.concatenate([np.zeros_like(mask[:, :1]), mask[:, :-1]], axis=1)
+    return np.where(mask, np.cumsum(starts, axis=1) - 1, -1).astype(np.int32)
 
 
 def preference_pairs(rng: np.random.RandomState, count: int, length: int) -> PreferencePairs:
@@ -135,8 +144,10 @@ def widened(batch, width=48):
 
     seqs = lambda s: s.replace(**{f: pad(getattr(s, f)) for f in  # noqa: E731
                                   ("tokens", "positions", "segment_ids", "loss_mask")})
+    keys = np.pad(batch.step_keys, ((0, 0), (0, width - batch.step_keys.shape[1])),
+                  constant_values=-1)
     return batch.replace(sequences=seqs(batch.sequences), old_logprobs=pad(batch.old_logprobs),
-                         pairs=batch.pairs.replace(chosen=seqs(batch.pairs.chosen),
+                         step_keys=keys, pairs=batch.pairs.replace(chosen=seqs(batch.pairs.chosen),
                                                    rejected=seqs(batch.pairs.rejected)))
 
 

@@ -120,7 +120,10 @@ def test_only_the_role_whose_rows_have_signal_changes(tokenizer, task, run, init
     assert not same(after[moving].params, before[moving].params)
     assert int(after[moving].step) == 1 and int(after[still].step) == 0
     # the next rollout samples each role with its own set
-    sampled = policies.rollout_policy(lambda params, key: params, jax.random.key(0))
+    made = policies.rollout_policy(lambda params, key, version: (params, version),
+                                   jax.random.key(0))
+    assert made[moving][1] == 1 and made[still][1] == 0  # each set's own weight version
+    sampled = {role: params for role, (params, _) in made.items()}
     assert same(host(sampled[moving]), host(policies.learner.sampling_params(
         policies.states[moving])))
     assert not same(host(sampled[moving]), host(sampled[still]))

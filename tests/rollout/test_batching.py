@@ -69,6 +69,50 @@ def test_one_learner_step_on_rollout_batches(play, task, tokenizer, learner):
     assert np.isfinite(metrics["loss"]) and learner.compile_count() == 1
 
 
+def test_step_keys_mark_each_reply_with_its_state(play, task, tokenizer):
+    # two samples agree on turn 0 and on turn 1's first reply; then one skips turn 1's calls
+    rollout, episodes = play([task], STAGE3, [replay(task), replay(task, skip_turn=1)],
+                             group_size=2)
+    batch = trajectory_batch(rollout.slow_loop(episodes, STAGE3, step=1),
+                             pad_id=tokenizer.pad_id, row_multiple=4)
+    keys = np.asarray(batch.step_keys)
+    assert keys.dtype == np.int32 and (keys[2:] == -1).all()  # padding rows: no steps
+    firsts = []
+    for i, episode in enumerate(episodes):
+        spans = episode.step_keys()
+        on = np.zeros(keys.shape[1], bool)
+        for start, end, _ in spans:
+            on[start:end] = True
+            assert len(set(keys[i, start:end])) == 1  # one key over a reply's tokens
+        assert (keys[i, ~on] == -1).all() and (keys[i, on] >= 0).all()
+        assert on[np.asarray(batch.sequences.loss_mask[i]) > 0].all()  # every trained token
+        assert len(spans) == sum(s.kind == "reply" for s in episode.conversation.segments)
+        firsts.append([keys[i, start] for start, _, _ in spans])
+    (a, b) = firsts
+    assert a[:3] == b[:3] and a[3] != b[3] and len(set(a)) == len(a)
+
+
+def test_a_gigpo_step_on_rollout_batches(play, task, tokenizer, embedded_dir):
+    rollout, episodes = play([task], STAGE3, [replay(task), ["[pwd()]"] + replay(task)],
+                             group_size=2)
+    batch = trajectory_batch(rollout.slow_loop(episodes, STAGE3, step=1),
+                             pad_id=tokenizer.pad_id, length=2048)
+    model = load_hf_checkpoint(embedded_dir)
+    learner, state = create_learner(model, learner_config({
+        "algorithm": "gigpo", "loss": {"kl_coef": 0.0}, "optimizer": {"learning_rate": 1e-4}}),
+        mesh=make_mesh(1, 1, 1, jax.devices()[:1]))
+    assert batch.rewards.tolist() == [1.0, 1.0]  # GRPO's advantages: all 0
+    before = nnx.to_pure_dict(state.params)["embed_tokens"]["embedding"].copy()
+    state, metrics = learner.update(state, batch)
+    assert np.isfinite(metrics["loss"]) and metrics["advantage_abs"] > 0  # GiGPO's steps
+    assert not np.array_equal(np.asarray(nnx.to_pure_dict(state.params)["embed_tokens"][
+        "embedding"]), before)
+    with pytest.raises(ValueError, match="TrajectoryBatch.step_keys is needed"):
+        learner.update(state, batch.replace(step_keys=None))
+    with pytest.raises(ValueError, match=r"TrajectoryBatch.step_keys has shape \(2, 5\)"):
+        learner.update(state, batch.replace(step_keys=batch.step_keys[:, :5]))
+
+
 def test_dpo_pairs_from_rollouts_train(play, task, tokenizer, embedded_dir):
     from seetjax.rollout.preferences import best_worst_pairs, rollout_preferences
     rollout, episodes = play([task], STAGE3, [replay(task, skip_turn=1), replay(task),

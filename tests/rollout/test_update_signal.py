@@ -25,6 +25,7 @@ CASES = {"between": ([1.0, 1.0], [0.0, 0.0]),  # equal within each group, differ
 EXPECTED = {"grpo": (True, True, True),  # kl_coef 0.04 in the loss
             "dapo": (False, False, True), "dr_grpo": (False, False, True),
             "gspo": (False, False, True), "rloo": (False, False, True),
+            "gigpo": (True, True, True),  # GRPO's loss, its KL included
             "reinforce": (True, False, True), "ppo": (True, True, True),
             "sft": (True, True, True), "dpo": (False, False, True)}
 
@@ -74,3 +75,27 @@ def test_a_term_that_always_pulls_gives_signal(algorithm, results, tokenizer):
     assert signal(entropy, results["equal"], tokenizer) is True
     # GRPO without its KL term: equal groups normalise to 0 whatever differs between them
     assert signal(without_kl, results["between"], tokenizer) is (algorithm == "reinforce")
+
+
+def test_gigpo_sees_steps_where_grpo_sees_equal_episodes(tokenizer, results):
+    """Both samples of each task solve it (progress 1.0: GRPO has nothing to learn), but one
+    takes a detour first, a call that changes nothing: from the shared first state its return
+    is discounted once more, which GiGPO's step groups see."""
+    rollout = Rollout(tokenizer, RolloutConfig(group_size=2, env=BfclEnvConfig(
+        prompt_style="compact")))
+    scripts = [replay(TASKS[0]), ["[pwd()]"] + replay(TASKS[0]), replay(TASKS[1]),
+               replay(TASKS[1])]
+    episodes = rollout.episodes(TASKS, PLAIN_STAGE, progress=0.0, seed=0)
+    rollout.play(episodes, ScriptedPolicy(
+        tokenizer, lambda row: scripts[row].pop(0) if scripts[row] else "Done."))
+    detour = rollout.slow_loop(episodes, PLAIN_STAGE, step=0)
+    assert detour.rewards().tolist() == [1.0] * 4
+    no_kl = {"loss": {"kl_coef": 0.0}}
+    assert signal({"algorithm": "grpo", **no_kl}, detour, tokenizer) is False
+    assert signal({"algorithm": "gigpo", **no_kl}, detour, tokenizer) is True
+    # undiscounted, the detour's return is the other's: nothing to learn again
+    undiscounted = {"algorithm": "gigpo", "advantage": {"gamma": 1.0}, **no_kl}
+    assert signal(undiscounted, detour, tokenizer) is False
+    # and where GRPO's groups see nothing, neither do GiGPO's step groups
+    assert [signal({"algorithm": "gigpo", **no_kl}, results[case], tokenizer)
+            for case in CASES] == [False, False, True]

@@ -119,7 +119,7 @@ def test_unconstrained_rows_beside_constrained_ones_are_unchanged(engine, tokeni
     beside = []  # per chunk of the plain row: whether a constrained row decoded with it
 
     def seen(event):  # on the engine's thread, between chunks: its rows are as decoded
-        beside.append(any(c is not None and c.fsm_state >= 0 for c in engine._rows))
+        beside.append(any(c is not None and c.fsm_state >= 0 for c in engine.batch.choices))
 
     handle = engine.submit(plain, GenerationParams(max_tokens=24, temperature=0.0),
                            on_event=seen)

@@ -293,6 +293,15 @@ class BfclEnv:
         """Returns the episode to `snapshot` (which stays valid for further restores)."""
         vars(self).update(deepcopy_state(snapshot, self._shared_memo()))
 
+    def state_view(self) -> dict[str, Any]:
+        """The state GiGPO groups steps by (`seetjax.envs.state_keys`): the API instances, the
+        turn (its user message and the tools shown), whether the turn has called yet, and the
+        tool outputs so far as a multiset (the checker's response check reads them); not the
+        order of the calls, nor the steps spent in the turn."""
+        return {"turn": self.turn, "done": self.done, "called_in_turn": self._called_in_turn,
+                "instances": self.executor.instances, "available": self.executor.available,
+                "outputs": Counter(self._outputs)}
+
     # ------------------------------------------------------------------ internals
 
     def _shared_memo(self) -> dict[int, Any]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -334,6 +335,15 @@ class QASearchEnv:
             "format_errors": self._format_errors, "answer_call": self._answer_call,
             "timeout": self.timeout, "done": self.done,
             "searches": self.search_tools.searches, "answered": self.search_tools.answered})
+
+    def state_view(self) -> dict[str, Any]:
+        """The state GiGPO groups steps by (`seetjax.envs.state_keys`): what the reward reads
+        (searches, the answer, a format error yet, how the episode ended) and the tool outputs
+        so far as a multiset (what the policy has found); not their order."""
+        return {"searches": self.search_tools.searches, "answered": self.search_tools.answered,
+                "format_error": bool(self._format_errors), "answer_call": self._answer_call,
+                "timeout": self.timeout, "done": self.done,
+                "outputs": Counter(r.output for s in self._steps for r in s.results)}
 
     def restore(self, snapshot: Mapping[str, Any]) -> None:
         state = copy.deepcopy(dict(snapshot))

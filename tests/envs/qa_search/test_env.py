@@ -197,3 +197,19 @@ def test_snapshot_and_restore(env, task):
 def test_config_errors_name_the_field(field, value, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")):
         QASearchConfig(**{field: value})
+
+
+def test_state_keys_follow_what_was_found_not_the_history(env, task):
+    from seetjax.envs.state_keys import state_key
+
+    env.reset(task)
+    start = state_key(env)
+    env.step("[search(query='a')]")
+    searched = state_key(env)
+    snapshot = env.snapshot()
+    env.step("not a call(")  # a format error: the reward's format credit is gone
+    assert len({start, searched, state_key(env)}) == 3
+    env.restore(snapshot)
+    assert state_key(env) == searched
+    env.reset(task)
+    assert state_key(env) == start

@@ -1,0 +1,264 @@
+"""`make gpu-check`: what must hold and be measured on a lent GPU, in one go (issue 42), from the
+repository root, within --budget-s (8 minutes on one H100 by default, compilation included).
+
+    python3 experiments/benchmarks/gpu_check.py                  # on the GPU machine
+    .venv/bin/python experiments/benchmarks/gpu_check.py --cpu-dry-run   # the plumbing, here
+
+Each part is a child process under its own time cap (and the budget left), in this order, so a
+hang or a crash in one still leaves the others' figures:
+
+  wheels     pip-installs the carried .whl/*.whl (fetch_gpu_wheels.sh) into /tmp/site
+  tests-gpu  the cuDNN kernel test, the model tests and the tolerance rules (tests/tolerances.py)
+  sampler    bench_sampler.py --decode-only: Qwen2.5-1.5B shape, bf16, batch 64, prompt 512,
+             128 new; prefill and decode timed apart, decode against the HBM bound
+  learner    bench_learner.py --preset qwen2.5-1.5b --dtype bfloat16 --no-torch: tokens/s, MFU
+  tests      tests/models, tests/sampling, tests/learner
+  scale      launch/train.py --config=configs/scale_1_5b.py for 2 RL steps (skipped if absent)
+
+One row per part goes to BENCHMARKS.md's "GPU check" table as soon as the part ends (device,
+date, jax version, figures, status); the logs, the figures as JSON and BENCHMARKS.md go to $OUT
+when it is set (the device machine's copy of the tree is not kept). --cpu-dry-run runs every part
+at tiny shapes on the CPU and writes its rows to a copy of BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(__file__))
+from report import BENCHMARKS, add_row  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+TITLE = "GPU check (make gpu-check, experiments/benchmarks/gpu_check.py)"
+COLUMNS = ["date", "device", "jax", "part", "setting", "figures", "status"]
+SITE = "/tmp/site"  # where the carried wheels go (docs of the device machine)
+MODEL_TESTS = ["tests/models/test_transformer.py", "tests/models/test_attention.py",
+               "tests/test_tolerances.py"]
+PACKAGE_TESTS = ["tests/models", "tests/sampling", "tests/learner"]
+# Per-part caps in seconds on one H100 (first compilations included; twice these on the CPU under
+# --cpu-dry-run); the budget caps them too.
+CAPS = {"wheels": 45, "tests-gpu": 120, "sampler": 80, "learner": 80, "tests": 150, "scale": 200}
+
+
+def part_commands(dry: bool, workdir: Path) -> dict[str, tuple[list[str], str]]:
+    """Each part's command and the setting its row names; tiny shapes under --cpu-dry-run."""
+    py = sys.executable
+    bench = "experiments/benchmarks"
+    wheels = sorted(str(p) for p in (ROOT / ".whl").glob("*.whl"))
+    pytest = [py, "-m", "pytest", "-p", "no:cacheprovider"]  # -q from pytest.ini
+    sampler = ([py, f"{bench}/bench_sampler.py", "--decode-only", "--no-write", "--json",
+                str(workdir / "sampler.json")]
+               + (["--preset", "tiny-qwen2", "--dtype", "float32", "--batch", "2", "--prompt",
+                   "16", "--new", "4", "--repeats", "1"] if dry else
+                  ["--batch", "64", "--prompt", "512", "--new", "128", "--repeats", "3"]))
+    learner = ([py, f"{bench}/bench_learner.py", "--no-torch", "--no-record", "--json",
+                str(workdir / "learner.json")]
+               + (["--preset", "tiny-qwen2", "--rows", "2", "--length", "64", "--rounds", "2"]
+                  if dry else ["--preset", "qwen2.5-1.5b", "--dtype", "bfloat16", "--rounds", "5"]))
+    config = "configs/scale_1_5b.py" + (":tiny" if dry else "")
+    scale = [py, "launch/train.py", f"--config={config}", f"--workdir={workdir / 'scale'}",
+             "--config.train.steps=2"]
+    return {
+        "wheels": ([py, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                    "--no-cache-dir", "--upgrade", "--target", SITE, *wheels],
+                   f"{len(wheels)} wheels from .whl/ into {SITE}"),
+        "tests-gpu": ([*pytest, "-rA", "-n", "0", *MODEL_TESTS],
+                      "cuDNN test, model tests, tolerance rules"),
+        "sampler": (sampler, " ".join(sampler[2:]).replace(str(workdir), "$TMP")),
+        "learner": (learner, " ".join(learner[2:]).replace(str(workdir), "$TMP")),
+        # Dry run: the packages' tests are collected, not run (hundreds of CPU compilations).
+        # -v -v: a line per test as it ends, so a run cut off at its cap still tells what passed.
+        "tests": ([*pytest, "-rfEs", *(["--collect-only"] if dry else ["-v", "-v", "-n", "8"]),
+                   *(f"--ignore={path}" for path in MODEL_TESTS), *PACKAGE_TESTS],
+                  " ".join(PACKAGE_TESTS) + " but tests-gpu's files"
+                  + (" (collected only: dry run)" if dry else ", -n 8")),
+        "scale": (scale, " ".join(scale[2:]).replace(str(workdir), "$TMP")),
+    }
+
+
+def child_env(dry: bool, workdir: Path) -> dict[str, str]:
+    """The parts' environment: the platform named (tests/conftest.py defaults to the CPU), the
+    wheels and the tree importable, unbuffered output, bench results kept out of runs/."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", JAX_PLATFORMS="cpu" if dry else "cuda",
+               SEETJAX_BENCH_RESULTS=str(workdir / "results.jsonl"))
+    paths = [SITE] if (ROOT / ".whl").is_dir() and not dry else []
+    env["PYTHONPATH"] = os.pathsep.join([*paths, str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def run(command: list[str], log: Path, env: dict[str, str], timeout: float) -> str:
+    """Runs `command` in its own process group, output to `log`; 'ok', 'failed (rc N)' or
+    'timed out after N s' (then the whole group is killed: pytest's workers, the trainer's)."""
+    with log.open("w") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = process.wait(timeout=max(timeout, 1))
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return f"timed out after {timeout:.0f} s"
+    return "ok" if rc == 0 else f"failed (rc {rc})"
+
+
+def pytest_figures(log: str) -> str:
+    """'28 passed, 1 skipped in 40.1s; cuDNN test PASSED; FAILED a::b, ...' from pytest's log;
+    without its summary (cut off), the outcomes its per-test lines (-v -v) give so far."""
+    totals = re.findall(r"^=* ?(\d+ (?:passed|failed|skipped|errors?|tests? collected)\b.* in "
+                        r"[\d.]+s)", log, re.M)
+    outcomes = re.findall(r"^(?:\[gw\d+\] \[ *\d+%\] )?(PASSED|FAILED|SKIPPED|ERROR) (\S+)",
+                          log, re.M)
+    cudnn = [o for o, test in outcomes if "test_cudnn_attention" in test]
+    failed = list(dict.fromkeys(t for o, t in outcomes if o in ("FAILED", "ERROR")))
+    if totals:
+        head = totals[-1]
+    else:
+        counts = {o: sum(1 for x, _ in outcomes if x == o) for o in ("PASSED", "FAILED", "SKIPPED")}
+        head = "no summary; so far " + ", ".join(f"{n} {o.lower()}" for o, n in counts.items())
+    return "; ".join([head, *([f"cuDNN test {cudnn[0]}"] if cudnn else []),
+                      *([f"FAILED {', '.join(failed[:6])}"] if failed else [])])
+
+
+def scale_figures(workdir: Path) -> str:
+    """The RL steps done (rows with time/ figures in metrics.jsonl), each one's wall seconds, and
+    the last one's timings, compile counts, memory and throughput."""
+    path = workdir / "scale" / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    steps = [r for r in rows if any(k.startswith("time/") for k in r)]
+    if not steps:
+        return "no RL step in metrics.jsonl"
+    wanted = re.compile(r"^time/|^compile/|mfu|tokens_per_s|memory")
+    last = {k: v for k, v in steps[-1].items() if wanted.search(k) and isinstance(v, (int, float))}
+    seconds = ", ".join(f"{sum(r.get(f'time/{k}_s', 0.0) for k in ('rollout', 'batch', 'learn')):.1f}"
+                        for r in steps)
+    return (f"{len(steps)} RL steps ({seconds} s of rollout + batch + update each, the first "
+            f"compiling); step "
+            f"{steps[-1]['step']}: " + ", ".join(f"{k} {v:.4g}" for k, v in sorted(last.items())))
+
+
+def figures(name: str, log: Path, workdir: Path) -> str:
+    text = log.read_text(errors="replace")
+    if name.startswith("tests"):
+        return pytest_figures(text)
+    if name in ("sampler", "learner") and (workdir / f"{name}.json").exists():
+        r = json.loads((workdir / f"{name}.json").read_text())
+        if name == "learner":
+            return (f"{r['tokens_per_s']:,.0f} tok/s, MFU {r['mfu_text']}; first update "
+                    f"(compiling) {r['first_update_s']:.1f} s")
+        return (f"prefill {r['prefill_tokens_per_s']:,.0f} prompt tok/s ({r['prefill_s']:.2f} s);"
+                f" decode {r['decode_tokens_per_s']:,.0f} new tok/s; {r['roofline']}")
+    if name == "scale":
+        return scale_figures(workdir)
+    return text.strip().splitlines()[-1][:200] if text.strip() else "-"
+
+
+def device_and_jax(env: dict[str, str]) -> tuple[str, str]:
+    """jax.devices()[0].device_kind (and nvidia-smi's name if it differs) and jax's version, from
+    a child process: this one never holds the GPU."""
+    out = subprocess.run([sys.executable, "-c", "import jax; print(jax.__version__); "
+                          "print(jax.devices()[0].device_kind)"], cwd=ROOT, capture_output=True,
+                         text=True, env=env, timeout=120)
+    lines = out.stdout.split("\n")
+    version, kind = (lines[0], lines[1]) if out.returncode == 0 else ("?", "?")
+    if shutil.which("nvidia-smi"):
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True).stdout.strip().splitlines()
+        if smi and smi[0] != kind:
+            kind = f"{kind} ({smi[0]})"
+    return kind, version
+
+
+def skip_reason(name: str, dry: bool, left: float, budget: float) -> str | None:
+    """Why part `name` does not run, or None."""
+    if name == "wheels" and dry:
+        return "dry run: the venv has the packages"
+    if name == "wheels" and not list((ROOT / ".whl").glob("*.whl")):
+        return "no .whl/*.whl (experiments/benchmarks/fetch_gpu_wheels.sh fetches them)"
+    if name == "scale" and not (ROOT / "configs/scale_1_5b.py").exists():
+        return "configs/scale_1_5b.py absent"
+    if left < 20:
+        return f"budget spent ({budget:.0f} s)"
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cpu-dry-run", action="store_true",
+                        help="every part at tiny shapes on the CPU; rows to a copy of "
+                             "BENCHMARKS.md")
+    parser.add_argument("--budget-s", type=float, default=470, help="for all parts together")
+    parser.add_argument("--parts", default=",".join(CAPS), help="comma-separated subset")
+    parser.add_argument("--benchmarks", type=Path, help=f"table to append to (default {BENCHMARKS}"
+                        "; under --cpu-dry-run a copy of it in the work directory)")
+    args = parser.parse_args()
+    unknown = set(args.parts.split(",")) - set(CAPS)
+    if unknown:
+        parser.error(f"--parts={args.parts}: unknown {sorted(unknown)}; parts are {list(CAPS)}")
+    dry, start = args.cpu_dry_run, time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="gpu_check_"))
+    benchmarks = args.benchmarks or (workdir / "BENCHMARKS.md" if dry else BENCHMARKS)
+    if dry and not args.benchmarks:
+        shutil.copy(BENCHMARKS, benchmarks)
+    env = child_env(dry, workdir)
+    commands = part_commands(dry, workdir)
+    results: dict[str, dict] = {}
+    device, version = None, None
+    for name in args.parts.split(","):
+        command, setting = commands[name]
+        left = args.budget_s - (time.monotonic() - start)
+        log = workdir / f"{name}.log"
+        began = time.monotonic()
+        skip = skip_reason(name, dry, left, args.budget_s)
+        # pytest's workers share the GPU: each allocates as it needs, not 75% of it up front.
+        part_env = dict(env, XLA_PYTHON_CLIENT_PREALLOCATE="false") if name.startswith(
+            "tests") else env
+        cap = CAPS[name] * (2 if dry else 1)
+        status = f"skipped: {skip}" if skip else run(command, log, part_env, min(cap, left))
+        seconds = time.monotonic() - began
+        if device is None:  # after the wheels: jax may come from them
+            device, version = device_and_jax(env)
+        text = "-" if skip else figures(name, log, workdir)
+        results[name] = {"status": status, "seconds": round(seconds, 1), "setting": setting,
+                         "figures": text, "log_tail": log.read_text()[-2000:] if log.exists()
+                         else ""}
+        print(f"[gpu-check] {name}: {status} in {seconds:.0f} s: {text}", flush=True)
+        if name != "wheels" or not skip:
+            add_row(TITLE, COLUMNS, [datetime.date.today().isoformat(), device or "?",
+                                     version or "?", name, setting.replace("|", "/"),
+                                     text.replace("|", "/"), f"{status}, {seconds:.0f} s"],
+                    path=benchmarks)
+    summary = {"device": device, "jax": version, "dry_run": dry, "benchmarks": str(benchmarks),
+               "seconds": round(time.monotonic() - start, 1), "parts": results}
+    (workdir / "gpu_check.json").write_text(json.dumps(summary, indent=1))
+    copy_out(workdir, benchmarks)
+    print(f"[gpu-check] {summary['seconds']:.0f} s in all; rows in {benchmarks}; work {workdir}")
+
+
+def copy_out(workdir: Path, benchmarks: Path) -> None:
+    """Into $OUT (the device tool brings back at most 8 files): the JSON, five logs, the scaled
+    run's metrics.jsonl and BENCHMARKS.md."""
+    out = os.environ.get("OUT")
+    if not out:
+        return
+    files = [workdir / "gpu_check.json", benchmarks, workdir / "scale" / "metrics.jsonl",
+             *(workdir / f"{name}.log" for name in ("tests-gpu", "tests", "sampler", "learner",
+                                                     "scale"))]
+    for path in files:
+        if path.exists():
+            target = "scale_metrics.jsonl" if path.name == "metrics.jsonl" else path.name
+            shutil.copy(path, Path(out) / target)
+
+
+if __name__ == "__main__":
+    main()

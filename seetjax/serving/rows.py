@@ -1,0 +1,173 @@
+"""The engine's decode batch on the device, row by row: the cache rows (the sampler's
+`DecodeState`), the choice each row decodes, and the bookkeeping between decode chunks. Rows grow
+as requests join and shrink as they leave, the cache's slots follow the longest row, prefilled
+rows are copied in, every row is recomputed under new weights, and the next chunk's per-row
+inputs (settings, stop ids, the constrained rows' automata) are gathered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from seetjax.sampling.sampler import Sampler, SequenceBatch, bucket
+from seetjax.serving.decode import insert_rows, pad_rows, resize_slots, take_row, take_rows
+from seetjax.serving.requests import MAX_TOP_LOGPROBS, ChoiceState
+from seetjax.serving.token_fsm import stack_tables
+
+
+class ChunkInputs(NamedTuple):
+    """The per-row arrays of one decode chunk ([rows] each; stops [rows, stop ids]); num_top:
+    how many top log-probs the chunk computes (static)."""
+
+    keys: np.ndarray
+    generated: np.ndarray
+    budget: np.ndarray
+    stops: np.ndarray
+    temperature: np.ndarray
+    top_p: np.ndarray
+    top_k: np.ndarray
+    num_top: int
+
+
+class RowBatch:
+    """Rows held on device: a power of two that grows as requests join and shrinks as they
+    leave (each decode step computes every held row, live or not). `choices[row]` is the choice
+    decoding in that row, None for a free row."""
+
+    def __init__(self, sampler: Sampler, chunk_steps: int):
+        self.sampler, self.chunk_steps = sampler, chunk_steps
+        # Not donated: a resized cache has another shape, so XLA could not reuse the buffers.
+        self._resize = jax.jit(resize_slots, static_argnums=(1,))
+        self._insert = jax.jit(insert_rows, donate_argnums=(0,))
+        self._take_row = jax.jit(take_row)
+        self._take_rows = jax.jit(take_rows)
+        self._pad_rows = jax.jit(pad_rows, static_argnums=(1,))
+        # The constrained rows' stacked automata on the device: (their ids, offsets, table).
+        self._tables: tuple[tuple[int, ...], dict[int, int], jax.Array, list] | None = None
+        self.clear()
+
+    def clear(self) -> None:
+        """One free row, nothing cached."""
+        self.state = self.sampler.empty(1).state
+        self.choices: list[ChoiceState | None] = [None]
+
+    @property
+    def live(self) -> list[tuple[int, ChoiceState]]:
+        """(row, choice) of every busy row."""
+        return [(i, c) for i, c in enumerate(self.choices) if c is not None]
+
+    @property
+    def active(self) -> int:
+        return sum(c is not None for c in self.choices)
+
+    def grow(self, needed: int) -> None:
+        """Holds at least `needed` rows (new rows empty)."""
+        held = len(self.choices)
+        if needed <= held:
+            return
+        rows = bucket(needed)
+        self.state = self._pad_rows(self.state, rows)
+        self.choices += [None] * (rows - held)
+
+    def shrink(self) -> None:
+        """Moves the live rows to the front of a smaller batch once at most a quarter of the
+        held rows are live (the rest would be computed for nothing at every step); half of the
+        new batch stays free for newcomers."""
+        live = [i for i, _ in self.live]
+        held = len(self.choices)
+        if held == 1 or 4 * len(live) > held:
+            return
+        rows = max(1, bucket(2 * len(live)))
+        index = np.zeros((rows,), np.int32)
+        index[:len(live)] = live
+        self.state = self._take_rows(self.state, jnp.asarray(index))
+        self.choices = [self.choices[i] for i in live] + [None] * (rows - len(live))
+
+    def fit_slots(self, needed: int) -> None:
+        """Grows the batch's cache to hold `needed` slots per row, or shrinks it when every live
+        row fits in half of it (attention runs over all slots)."""
+        needed = max([needed] + [c.length + self.chunk_steps for _, c in self.live])
+        target = bucket(needed, self.sampler.min_slots)
+        slots = self.state.cache.slots
+        if target > slots or target * 2 <= slots:
+            self.state = self._resize(self.state, target)
+
+    def insert(self, seqs: SequenceBatch, src: Sequence[int], rows: Sequence[int]) -> None:
+        """Copies the cached rows `src[i]` of `seqs` into rows `rows[i]` (the batch's slots must
+        hold them: `fit_slots` first)."""
+        k = bucket(len(rows))
+        source = np.zeros((k,), np.int32)
+        source[:len(src)] = src
+        dst = np.full((k,), self.state.logits.shape[0], np.int32)  # out of range: dropped
+        dst[:len(rows)] = rows
+        self.state = self._insert(self.state, seqs.state, jnp.asarray(source), jnp.asarray(dst))
+
+    def take(self, row: int) -> SequenceBatch:
+        """A copy of one row's cache."""
+        return SequenceBatch(self._take_row(self.state, jnp.int32(row)), 1)
+
+    def recompute(self, params: nnx.State) -> None:
+        """Every live row's cache recomputed from its tokens (prompt and sampled) under
+        `params`: after a weight update no row decodes on from keys and values of the old
+        weights."""
+        live = self.live
+        if not live:
+            return
+        seqs = self.sampler.prefill(params, [c.request.handle.prompt + c.tokens for _, c in live])
+        self.fit_slots(seqs.state.cache.slots)
+        self.insert(seqs, range(len(live)), [row for row, _ in live])
+
+    def inputs(self, stop_ids: Sequence[int]) -> ChunkInputs:
+        """The next chunk's per-row inputs: each live row's key, tokens so far, budget (at most
+        a chunk, within its max_tokens), settings and stop ids (none with ignore_eos)."""
+        padded = self.state.logits.shape[0]
+        keys = np.zeros((padded, 2), np.uint32)
+        generated = np.zeros((padded,), np.int32)
+        budget = np.zeros((padded,), np.int32)
+        stops = np.full((padded, len(stop_ids)), -1, np.int32)
+        temperature = np.zeros((padded,), np.float32)
+        top_p = np.ones((padded,), np.float32)
+        top_k = np.zeros((padded,), np.int32)
+        num_top = 0
+        for row, choice in self.live:
+            p = choice.request.handle.params
+            keys[row] = choice.key
+            generated[row] = len(choice.tokens)
+            budget[row] = min(self.chunk_steps, p.max_tokens - len(choice.tokens))
+            temperature[row], top_p[row], top_k[row] = choice.request.settings
+            num_top = max(num_top, p.top_logprobs)
+            if not p.ignore_eos:
+                stops[row] = stop_ids
+        # top_logprobs compiles one variant for all k > 0 (OpenAI's bound), not one per k.
+        return ChunkInputs(keys, generated, budget, stops, temperature, top_p, top_k,
+                           MAX_TOP_LOGPROBS if num_top else 0)
+
+    def constraint(self) -> tuple[jax.Array, jax.Array] | None:
+        """The decode chunk's (table, row states) for the constrained rows, None when there are
+        none (the unconstrained program runs, unchanged). The tables of the rows' automata are
+        stacked (each row's state offset to its own), in a power-of-two number of states so
+        few shapes compile; the stacked table stays on the device while the same automata
+        decode."""
+        fsms = {id(c.request.handle.params.constraint): c.request.handle.params.constraint
+                for _, c in self.live if c.fsm_state >= 0}
+        if not fsms:
+            self._tables = None
+            return None
+        key = tuple(sorted(fsms))
+        if self._tables is None or self._tables[0] != key:
+            offsets, table = stack_tables([fsms[k] for k in key])
+            # The automata are held with their table: their ids stay theirs while it is cached.
+            self._tables = (key, dict(zip(key, offsets)), jnp.asarray(table),
+                            list(fsms.values()))
+        _, offsets, table, _ = self._tables
+        states = np.full((self.state.logits.shape[0],), -1, np.int32)
+        for row, c in self.live:
+            if c.fsm_state >= 0:
+                states[row] = offsets[id(c.request.handle.params.constraint)] + c.fsm_state
+        return table, jnp.asarray(states)

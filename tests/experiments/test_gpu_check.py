@@ -1,0 +1,74 @@
+"""experiments/benchmarks/gpu_check.py (`make gpu-check`): a hung part is killed at its cap with
+its children, the figures are read from pytest's and the trainer's output, and the dry run writes
+its rows and copies its files out. The GPU parts themselves run only on a GPU."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def check(experiment):
+    return experiment("benchmarks/gpu_check.py")
+
+
+def test_a_hung_part_is_killed_with_its_children_at_its_cap(check, tmp_path):
+    pidfile = tmp_path / "child.pid"
+    command = [sys.executable, "-c", "import subprocess, sys, time; p = subprocess.Popen(['sleep', "
+               f"'60']); open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(60)"]
+    start = time.monotonic()
+    assert check.run(command, tmp_path / "part.log", dict(os.environ), 2) == "timed out after 2 s"
+    assert time.monotonic() - start < 10
+    stat = f"/proc/{int(pidfile.read_text())}/stat"
+    time.sleep(0.2)  # the grandchild went with the group (a zombie until init reaps it)
+    assert not os.path.exists(stat) or open(stat).read().split(") ")[1][0] == "Z"
+    assert check.run([sys.executable, "-c", "raise SystemExit(3)"], tmp_path / "b.log",
+                     dict(os.environ), 10) == "failed (rc 3)"
+
+
+def test_figures_from_pytest_and_the_scaled_run(check, tmp_path):
+    log = ("PASSED tests/models/test_transformer.py::test_cudnn_attention_matches_xla_with_"
+           "gradients\nFAILED tests/learner/test_step.py::test_x - AssertionError\n"
+           "==== 1 failed, 40 passed, 2 skipped in 61.20s (0:01:01) ====\n")
+    assert check.pytest_figures(log) == ("1 failed, 40 passed, 2 skipped in 61.20s; cuDNN test "
+                                         "PASSED; FAILED tests/learner/test_step.py::test_x")
+    assert check.pytest_figures("..\n28 passed in 5.01s\n") == "28 passed in 5.01s"
+    cut_off = "[gw0] [ 10%] PASSED tests/a.py::x \n[gw1] [ 20%] FAILED tests/b.py::y \n"
+    assert check.pytest_figures(cut_off) == ("no summary; so far 1 passed, 1 failed, 0 skipped; "
+                                             "FAILED tests/b.py::y")
+    (tmp_path / "scale").mkdir()
+    rows = [{"step": 0, "eval/reward": 0.0},
+            {"step": 1, "time/rollout_s": 30.0, "time/batch_s": 0.5, "time/learn_s": 9.5,
+             "learner/loss": 1.0},
+            {"step": 2, "time/rollout_s": 6.0, "time/batch_s": 0.5, "time/learn_s": 1.5,
+             "time/rollout_idle_share": 0.125, "learner/mfu": 0.4}]
+    (tmp_path / "scale" / "metrics.jsonl").write_text("\n".join(map(json.dumps, rows)))
+    assert check.scale_figures(tmp_path) == (
+        "2 RL steps (40.0, 8.0 s of rollout + batch + update each, the first compiling); step 2: "
+        "learner/mfu 0.4, time/batch_s 0.5, time/learn_s 1.5, time/rollout_idle_share 0.125, "
+        "time/rollout_s 6")
+
+
+@pytest.mark.slow
+def test_dry_run_writes_a_row_per_part_and_copies_the_files_out(tmp_path):
+    """The sampler part at tiny shapes on the CPU, end to end (~30 s), and a part out of budget."""
+    out, table = tmp_path / "out", tmp_path / "BENCHMARKS.md"
+    out.mkdir()
+    script = os.path.join(os.path.dirname(__file__), "../../experiments/benchmarks/gpu_check.py")
+    proc = subprocess.run([sys.executable, script, "--cpu-dry-run", "--parts",
+                           "wheels,sampler", "--benchmarks", str(table)],
+                          env=dict(os.environ, OUT=str(out)), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line for line in table.read_text().splitlines() if line.startswith("| 20")]
+    assert len(rows) == 1 and "| sampler |" in rows[0] and "of the bound" in rows[0], rows
+    assert "| cpu |" in rows[0] and "| ok, " in rows[0]
+    summary = json.loads((out / "gpu_check.json").read_text())
+    assert summary["dry_run"] and summary["parts"]["wheels"]["status"].startswith("skipped")
+    assert summary["parts"]["sampler"]["status"] == "ok"
+    assert sorted(p.name for p in out.iterdir()) == ["BENCHMARKS.md", "gpu_check.json",
+                                                     "sampler.log"]
