@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first. A package imports only packages of the layers before its own.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("batch", "runtime", "report", "tools", "losses"),  # foundations: import nothing of seetjax
+    ("errors",),  # the one error helper (`Owner.field=value: requirement`), imported by anything
+    ("batch", "runtime", "report", "tools", "losses"),  # foundations: import only errors
     ("models",),  # the decoder, HF in/out, tokenizer, LoRA
     ("config", "sampling", "learner"),  # config helpers name models' LoRA projections
     ("retrieval",),  # a library the environments call (its trainer uses the learner)

@@ -11,6 +11,8 @@ import numbers
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
+from seetjax.errors import invalid
+
 T = TypeVar("T")
 
 
@@ -27,7 +29,8 @@ def as_dataclass(cls: type[T], values: Mapping[str, Any], path: str, **extra: An
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - names)
     if unknown:
-        raise ValueError(f"config.{path}: unknown field(s) {unknown}; known: {sorted(names)}")
+        raise invalid(f"config.{path}", unknown[0], values[unknown[0]],
+                      f"unknown field(s) {unknown}; known: {sorted(names)}")
     return checked_field(path, lambda: cls(**dict(values), **extra))
 
 
@@ -43,4 +46,4 @@ def check_finite(values: Mapping[str, Any], path: str = "", infinite: Collection
             check_finite(value, name, infinite)
         elif (isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral)
               and not math.isfinite(value) and not (math.isinf(value) and name in infinite)):
-            raise ValueError(f"config.{name}={value!r}: must be a finite number")
+            raise invalid("config", name, value, "must be a finite number")

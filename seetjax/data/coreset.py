@@ -26,6 +26,7 @@ import numpy as np
 
 from seetjax.data.formatter import Example
 from seetjax.data.scoring import ModelScorer, ngram_embeddings
+from seetjax.errors import invalid
 
 log = logging.getLogger(__name__)
 
@@ -49,18 +50,18 @@ class CoresetConfig:
 
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
-            raise ValueError(f"CoresetConfig.strategy={self.strategy!r}: one of {STRATEGIES}")
+            raise invalid(self, "strategy", self.strategy, f"one of {STRATEGIES}")
         if self.embedding not in EMBEDDINGS:
-            raise ValueError(f"CoresetConfig.embedding={self.embedding!r}: one of {EMBEDDINGS}")
+            raise invalid(self, "embedding", self.embedding, f"one of {EMBEDDINGS}")
         if self.size < 0 or not 0.0 <= self.fraction <= 1.0:
-            raise ValueError(f"CoresetConfig: size={self.size} must be >= 0 and "
-                             f"fraction={self.fraction} in [0, 1]")
+            raise invalid(self, "size", self.size, f"must be >= 0 and fraction={self.fraction} "
+                          "in [0, 1]")
         if self.strategy != "none" and (self.size > 0) == (self.fraction > 0):
-            raise ValueError(f"CoresetConfig: strategy {self.strategy!r} needs exactly one of "
-                             f"size (got {self.size}) and fraction (got {self.fraction})")
+            raise invalid(self, "size", self.size, f"strategy {self.strategy!r} needs exactly one of "
+                          f"size and fraction (fraction={self.fraction})")
         if not 0.0 <= self.hybrid_loss_fraction <= 1.0:
-            raise ValueError(f"CoresetConfig.hybrid_loss_fraction={self.hybrid_loss_fraction}: "
-                             "must be in [0, 1]")
+            raise invalid(self, "hybrid_loss_fraction", self.hybrid_loss_fraction,
+                          "must be in [0, 1]")
 
     @property
     def uses_model(self) -> bool:

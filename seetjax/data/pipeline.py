@@ -46,6 +46,7 @@ from seetjax.data.weighting import (
     task_weighted_stream,
     uniform_stream,
 )
+from seetjax.errors import invalid
 
 BATCH_FIELDS = ("tokens", "positions", "segment_ids", "loss_mask", "task_ids", "replay")
 _PACKED = ("tokens", "loss_mask", "task_ids", "replay")  # per-token record fields
@@ -79,12 +80,12 @@ class PipelineConfig:
     def __post_init__(self):
         for name in ("seq_len", "batch_size"):
             if getattr(self, name) < 1:
-                raise ValueError(f"PipelineConfig.{name}={getattr(self, name)}: must be >= 1")
+                raise invalid(self, name, getattr(self, name), "must be >= 1")
         for name in ("packing_bins", "shuffle_window", "prefetch"):
             if getattr(self, name) < 0:
-                raise ValueError(f"PipelineConfig.{name}={getattr(self, name)}: must be >= 0")
+                raise invalid(self, name, getattr(self, name), "must be >= 0")
         if not 0.0 <= self.replay_ratio < 1.0:
-            raise ValueError(f"PipelineConfig.replay_ratio={self.replay_ratio}: must be in [0, 1)")
+            raise invalid(self, "replay_ratio", self.replay_ratio, "must be in [0, 1)")
         if self.task_weights is not None:
             object.__setattr__(self, "task_weights", check_weights(self.task_weights))
 
@@ -99,10 +100,11 @@ class SFTPipeline:
         self.process_index = jax.process_index() if process_index is None else process_index
         self.process_count = jax.process_count() if process_count is None else process_count
         if config.batch_size % self.process_count:
-            raise ValueError(f"PipelineConfig.batch_size={config.batch_size} must be a multiple "
-                             f"of the process count {self.process_count}")
+            raise invalid(config, "batch_size", config.batch_size, "must be a multiple "
+                          f"of the process count {self.process_count}")
         if not 0 <= self.process_index < self.process_count:
-            raise ValueError(f"process_index={self.process_index} not in [0, {self.process_count})")
+            raise invalid(self, "process_index", self.process_index,
+                          f"must be in [0, {self.process_count})")
         if not examples:
             raise ValueError("SFTPipeline: no examples")
         for example in (*examples, *replay):

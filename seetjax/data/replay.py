@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from seetjax.data.formatter import Example
+from seetjax.errors import invalid
 
 POLICIES = ("reservoir", "recency")
 
@@ -32,9 +33,9 @@ class ReplayBuffer:
 
     def __init__(self, capacity: int, policy: str = "reservoir", seed: int = 0):
         if capacity < 1:
-            raise ValueError(f"replay capacity={capacity}: must be >= 1")
+            raise invalid(self, "capacity", capacity, "must be >= 1")
         if policy not in POLICIES:
-            raise ValueError(f"replay policy {policy!r}: one of {POLICIES}")
+            raise invalid(self, "policy", policy, f"one of {POLICIES}")
         self.capacity, self.policy, self.seed = capacity, policy, seed
         self.offered = 0  # examples offered so far
         self._items: list[Example] = []

@@ -25,6 +25,7 @@ import numpy as np
 from flax import nnx
 
 from seetjax.data.formatter import Example
+from seetjax.errors import invalid
 from seetjax.losses.logprobs import sequence_token_stats
 from seetjax.models.transformer import Transformer
 
@@ -47,8 +48,8 @@ class ModelScorer:
     def __init__(self, model: Transformer, batch_size: int = 8, min_bucket: int = 128,
                  logit_chunk: int = 0):
         if batch_size < 1 or min_bucket < 1:
-            raise ValueError(f"ModelScorer: batch_size={batch_size} and min_bucket={min_bucket} "
-                             "must be >= 1")
+            raise invalid(self, "batch_size, min_bucket", (batch_size, min_bucket),
+                          "must be >= 1")
         self.batch_size, self.min_bucket = batch_size, min_bucket
         self.hidden_size = model.config.hidden_size
         self.graphdef, self.state = nnx.split(model)
@@ -119,8 +120,8 @@ def ngram_embeddings(examples: Sequence[Example], dim: int = 1024,
                      orders: Sequence[int] = (1, 2, 3)) -> np.ndarray:
     """[n, dim] L2-normalised sublinear tf-idf vectors of hashed n-grams of the trained tokens."""
     if not 1 <= max(orders, default=0) <= len(_HASH_MULTIPLIERS) or min(orders) < 1:
-        raise ValueError(f"ngram_embeddings: orders {tuple(orders)} must be in 1..."
-                         f"{len(_HASH_MULTIPLIERS)}")
+        raise invalid("ngram_embeddings", "orders", tuple(orders),
+                      f"each must be in 1...{len(_HASH_MULTIPLIERS)}")
     counts = np.zeros((len(examples), dim), np.float32)
     for row, e in enumerate(examples):
         tokens = e.tokens[e.loss_mask.astype(bool)].astype(np.uint64)

@@ -55,6 +55,7 @@ from seetjax.envs.bfcl.single_turn import (
     underscored_names,
 )
 from seetjax.envs.bfcl.single_turn_checker import SingleTurnResult, check
+from seetjax.errors import invalid
 from seetjax.retrieval.bfcl_tools import load_bfcl_tools, split_queries
 from seetjax.retrieval.corpus import ToolDoc, tool_doc
 from seetjax.retrieval.retriever import BM25Retriever
@@ -268,16 +269,17 @@ def check_settings(selection: int, retrieval: int, categories: Sequence[str], k:
     """Raises ValueError naming the bad setting (counts, categories, k)."""
     for name, count in (("selection", selection), ("retrieval", retrieval)):
         if isinstance(count, bool) or not isinstance(count, int) or count < -1:
-            raise ValueError(f"{name}={count!r}: a number of dialogs >= 0, or -1 for all")
+            raise invalid("single_turn", name, count, "a number of dialogs >= 0, or -1 for all")
     bad = [c for c in categories if c not in SELECTION_CATEGORIES]
     if bad or not categories:
-        raise ValueError(f"categories={list(categories)}: unknown or without a ground truth "
+        raise invalid("single_turn", "categories", list(categories), "unknown or without a "
+                      "ground truth "
                          f"{bad}; choose among {', '.join(SELECTION_CATEGORIES)}")
     if retrieval and not set(categories) & set(RETRIEVAL_CATEGORIES):
-        raise ValueError(f"categories={list(categories)}: retrieval needs one of "
+        raise invalid("single_turn", "categories", list(categories), "retrieval needs one of "
                          f"{', '.join(RETRIEVAL_CATEGORIES)}")
     if k < 1:
-        raise ValueError(f"retrieval_k={k!r}: retrieval offers at least one tool")
+        raise invalid("single_turn", "retrieval_k", k, "retrieval offers at least one tool")
 
 
 def _draw(tasks: Sequence[SingleTurnTask], seed: int, salt: str) -> list[SingleTurnTask]:

@@ -19,6 +19,7 @@ import numpy as np
 
 from seetjax.data.dialogs import TASK_TYPES
 from seetjax.data.formatter import Example
+from seetjax.errors import invalid
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -38,12 +39,12 @@ def check_weights(weights: Mapping[str, float]) -> dict[str, float]:
     out = {}
     for name, value in dict(weights).items():
         if name not in TASK_TYPES:
-            raise ValueError(f"task_weights: unknown task type {name!r}; one of {TASK_TYPES}")
+            raise invalid("task_weights", name, value, f"unknown task type; one of {TASK_TYPES}")
         if not np.isfinite(value) or value < 0:
-            raise ValueError(f"task_weights.{name}={value}: must be a finite number >= 0")
+            raise invalid("task_weights", name, value, "must be a finite number >= 0")
         out[name] = float(value)
     if not any(out.values()):
-        raise ValueError(f"task_weights={out}: at least one weight must be > 0")
+        raise invalid("PipelineConfig", "task_weights", out, "at least one weight must be > 0")
     return out
 
 
@@ -81,7 +82,7 @@ class BlockShuffle(grain.MapDataset[T]):
     def __init__(self, parent: grain.MapDataset[T], block: int, seed: int):
         super().__init__(parent)
         if block < 1:
-            raise ValueError(f"BlockShuffle: block={block} must be >= 1")
+            raise invalid(self, "block", block, "must be >= 1")
         self._block, self._seed = block, seed
         self._permutations: dict[int, np.ndarray] = {}
         self._lock = threading.Lock()

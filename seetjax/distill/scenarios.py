@@ -22,6 +22,7 @@ from seetjax.distill.config import ScenarioSpec
 from seetjax.envs.bfcl.data import CATEGORIES, BfclTask, load_func_docs
 from seetjax.envs.generated import Difficulty, generate_task
 from seetjax.envs.generated.vocab import SPLITS
+from seetjax.errors import invalid
 
 # A rubric weighs the validators (`seetjax.distill.validators`) into the trace's score.
 DEFAULT_RUBRIC: Mapping[str, float] = {"schema": 1.0, "execution": 1.0, "ground_truth": 2.0,
@@ -81,9 +82,11 @@ class Family:
         """Raises ValueError naming a pinned parameter the family does not take or a bad value."""
         unknown = set(spec.params) - set(self.params)
         if unknown:
-            raise ValueError(f"{spec.family} takes {sorted(self.params)}, not {sorted(unknown)}")
+            raise invalid(spec, "params", spec.params, f"family {spec.family!r} takes "
+                          f"{sorted(self.params)}, not {sorted(unknown)}")
         if spec.difficulty not in self.template.difficulties:
-            raise ValueError(f"{spec.family} difficulties are {self.template.difficulties}")
+            raise invalid(spec, "difficulty", spec.difficulty, f"family {spec.family!r} has "
+                          f"{self.template.difficulties}")
 
     def task(self, spec: ScenarioSpec, index: int) -> BfclTask:
         raise NotImplementedError
@@ -119,9 +122,10 @@ class GeneratedFamily(Family):
         super().check(spec)
         categories = spec.params.get("categories", ["base"])
         if not categories or set(categories) - set(CATEGORIES):
-            raise ValueError(f"categories must be a non-empty list of {CATEGORIES}")
+            raise invalid(spec, "params['categories']", categories,
+                          f"a non-empty list of {CATEGORIES}")
         if spec.params.get("split", "train") not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}")
+            raise invalid(spec, "params['split']", spec.params["split"], f"one of {SPLITS}")
         self.difficulty(spec)
 
     def difficulty(self, spec: ScenarioSpec) -> Difficulty:

@@ -37,6 +37,7 @@ from seetjax.distill.endpoints import SCENARIO_HEADER
 from seetjax.distill.episode import REFLECTION_PROMPT
 from seetjax.distill.review import REVIEW_MARKER
 from seetjax.distill.scenarios import Scenario
+from seetjax.errors import invalid
 
 # (request body, request headers) -> response body
 Handler = Callable[[dict[str, Any], Mapping[str, str]], dict[str, Any]]
@@ -88,7 +89,7 @@ class Oracle:
                  summary_marker: str = "中文摘要：", review_policy: ReviewPolicy = accept_all,
                  narrative: str = "en"):
         if narrative not in NARRATIVES:
-            raise ValueError(f"narrative must be one of {tuple(NARRATIVES)}")
+            raise invalid(self, "narrative", narrative, f"one of {tuple(NARRATIVES)}")
         self.model, self.marker, self.review_policy = model, summary_marker, review_policy
         self.texts = NARRATIVES[narrative]
         self.by_id = {scenario.id: scenario for scenario in scenarios}
@@ -170,8 +171,8 @@ def fault_app(handler: Handler, faults: Sequence[Fault], model: str = "oracle",
     answers by fault ("ok" for none, a function's name for a function)."""
     unknown = {f for f in faults if isinstance(f, str)} - set(FAULTS)
     if not faults or unknown:
-        raise ValueError(f"faults: a non-empty list of {FAULTS}, functions or None, not "
-                         f"{sorted(unknown)}")
+        raise invalid("fault_app", "faults", faults, f"a non-empty list of {FAULTS}, functions "
+                      f"or None; unknown: {sorted(unknown)}")
     schedule = itertools.cycle(faults)
     counts = collections.Counter() if counts is None else counts
     app = FastAPI(title="seetjax fault-injecting endpoint")

@@ -19,6 +19,7 @@ from typing import Any
 from seetjax.distill.config import ScenarioSpec
 from seetjax.distill.scenarios import Family, ScenarioTemplate, register_family
 from seetjax.distill.simulated import Backend, SimulatedTask, simulated_task
+from seetjax.errors import invalid
 from seetjax.tools.calls import ToolCall
 
 PACK_PRICE_PER_GB = 5.0
@@ -307,7 +308,8 @@ class TelecomFamily(Family):
         super().check(spec)
         intents = spec.params.get("intents", list(INTENTS))
         if not intents or set(intents) - set(INTENTS):
-            raise ValueError(f"intents must be a non-empty list of {sorted(INTENTS)}")
+            raise invalid(spec, "params['intents']", intents,
+                          f"a non-empty list of {sorted(INTENTS)}")
 
     def task(self, spec: ScenarioSpec, index: int) -> SimulatedTask:
         return telecom_task(index, spec.seed, spec.difficulty,

@@ -17,6 +17,7 @@ from seetjax.envs.base import ToolEnv
 from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig
 from seetjax.envs.qa_search import run as qa_search
 from seetjax.envs.task_source import check_run_data, load_run_tasks
+from seetjax.errors import invalid
 
 DEFAULT = "bfcl"
 
@@ -45,9 +46,9 @@ _SPECS: dict[str, EnvSpec] = {}
 def register(spec: EnvSpec) -> EnvSpec:
     """Adds `spec`; its name and its section class must be new."""
     if spec.name in _SPECS:
-        raise ValueError(f"environment {spec.name!r} is already registered")
+        raise invalid(spec, "name", spec.name, "already registered")
     if any(s.config is spec.config for s in _SPECS.values()):
-        raise ValueError(f"{spec.config.__name__} is already another environment's section")
+        raise invalid(spec, "config", spec.config, "already another environment's section")
     _SPECS[spec.name] = spec
     return spec
 
@@ -58,7 +59,7 @@ def names() -> tuple[str, ...]:
 
 def spec(name: str) -> EnvSpec:
     if name not in _SPECS:
-        raise ValueError(f"unknown environment {name!r}; one of {names()}")
+        raise invalid("env", "name", name, f"one of {names()}")
     return _SPECS[name]
 
 
@@ -67,8 +68,8 @@ def spec_of(config: Any) -> EnvSpec:
     for s in _SPECS.values():
         if type(config) is s.config:
             return s
-    raise TypeError(f"{type(config).__name__} is no registered environment's section; the "
-                    f"sections are {[s.config.__name__ for s in _SPECS.values()]}")
+    raise invalid("spec_of", "config", config, "no registered environment's section; the "
+                  f"sections are {[s.config.__name__ for s in _SPECS.values()]}", TypeError)
 
 
 def make_env(config: Any) -> ToolEnv:

@@ -18,6 +18,7 @@ from seetjax.config.fields import checked_field
 from seetjax.envs.bfcl import env as bfcl
 from seetjax.envs.bfcl.data import CATEGORIES, BfclTask
 from seetjax.envs.generated import CLASSES, Difficulty, generate_tasks
+from seetjax.errors import invalid
 
 SOURCES = ("bfcl", "generated")
 GENERATED_SPLITS = ("train", "validation", "test")
@@ -36,11 +37,10 @@ class TaskSource:
 
     def __post_init__(self):
         if self.kind not in SOURCES:
-            raise ValueError(f"unknown task source {self.kind!r}; one of {SOURCES}")
+            raise invalid(self, "kind", self.kind, f"one of {SOURCES}")
         unknown = set(self.classes) - set(CLASSES)
         if not self.classes or unknown:
-            raise ValueError(f"classes must be a non-empty subset of {CLASSES}, got "
-                             f"{self.classes}")
+            raise invalid(self, "classes", self.classes, f"a non-empty subset of {CLASSES}")
 
     def splits(self, kind: str | None = None) -> tuple[str, ...]:
         return bfcl.SPLITS if (kind or self.kind) == "bfcl" else GENERATED_SPLITS
@@ -115,7 +115,8 @@ def check_run_data(section: Any, data: Mapping[str, Any], eval_splits: Mapping[s
     source, the training split and count, each evaluation split and its count."""
     for c in parse_categories(data["categories"]):
         if c not in CATEGORIES:
-            raise ValueError(f"config.data.categories: {c!r} is not one of {CATEGORIES}")
+            raise invalid("config.data", "categories", data["categories"], f"{c!r} is not one of "
+                          f"{CATEGORIES}")
     source = source_of(data)
     checked_field("data.split", lambda: source.resolve(data["split"]))
     checked_field("data.tasks_per_category",

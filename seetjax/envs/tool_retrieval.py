@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from seetjax.envs.bfcl.data import BfclTask
+from seetjax.errors import invalid
 from seetjax.retrieval.corpus import doc_text
 from seetjax.tools import prompts
 from seetjax.tools.schema import ToolSchema
@@ -60,11 +61,11 @@ class RetrievalSettings:
 
     def __post_init__(self):
         if self.mode not in MODES:
-            raise ValueError(f"tool_retrieval={self.mode!r}: one of {MODES}")
+            raise invalid("BfclEnvConfig", "tool_retrieval", self.mode, f"one of {MODES}")
         for name, value, least in (("tool_retrieval_k", self.k, 1),
                                    ("tool_retrieval_distractors", self.distractors, 0)):
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ValueError(f"{name}={value!r}: must be an integer >= {least}")
+                raise invalid("BfclEnvConfig", name, value, f"must be an integer >= {least}")
         if self.mode == "dense":
             encoder_dir(self.encoder)
 
@@ -82,11 +83,12 @@ def encoder_dir(encoder: str) -> Path:
     try:
         path = Path(encoder) if encoder else minilm_dir()
     except FileNotFoundError as e:
-        raise ValueError(f"tool_retrieval='dense' with the default tool_retrieval_encoder: {e}"
-                         ) from None
+        raise invalid("BfclEnvConfig", "tool_retrieval_encoder", encoder,
+                      f"tool_retrieval='dense' needs an encoder: {e}") from None
     missing = [f for f in ("config.json", "tokenizer.json") if not (path / f).is_file()]
     if missing:
-        raise ValueError(f"tool_retrieval_encoder={encoder!r}: {path} has no {', '.join(missing)} "
+        raise invalid("BfclEnvConfig", "tool_retrieval_encoder", encoder,
+                      f"{path} has no {', '.join(missing)} "
                          "(an HF sentence-encoder directory is needed)")
     return path
 

@@ -33,6 +33,7 @@ import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 from orbax.checkpoint import checkpoint_managers
 
+from seetjax.errors import invalid
 from seetjax.learner.state import TrainState
 from seetjax.runtime.workdir import DISK_FULL
 
@@ -161,11 +162,11 @@ class Checkpointer:
                  best_metric: str | None = None, best_mode: str = "max",
                  async_save: bool = True):
         if keep_last < 1:
-            raise ValueError(f"Checkpointer: keep_last={keep_last} must be >= 1")
+            raise invalid(self, "keep_last", keep_last, "must be >= 1")
         if best_mode not in ("max", "min"):
-            raise ValueError(f"Checkpointer: best_mode={best_mode!r} must be 'max' or 'min'")
+            raise invalid(self, "best_mode", best_mode, "one of 'max', 'min'")
         if keep_best and not best_metric:
-            raise ValueError("Checkpointer: keep_best needs best_metric")
+            raise invalid(self, "keep_best", keep_best, "needs best_metric")
         self.best_metric = best_metric
         best_fn = (lambda metrics: metrics[best_metric]) if best_metric else None
         policies = [checkpoint_managers.LatestN(n=keep_last)]
@@ -193,7 +194,8 @@ class Checkpointer:
             log.error("checkpoint %d not saved: the parameters are not finite", step)
             return False
         if self.best_metric is not None and (metrics is None or self.best_metric not in metrics):
-            raise ValueError(f"Checkpointer.save: metrics must hold {self.best_metric!r}")
+            raise invalid("Checkpointer.save", "metrics", metrics,
+                          f"must hold best_metric={self.best_metric!r}")
         self.wait()  # a failed earlier save is reported before this one starts
         saved, caller = _saved(state), caller_state or {}
         args = ocp.args.Composite(state=ocp.args.StandardSave(saved),

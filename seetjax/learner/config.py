@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from seetjax import losses
+from seetjax.errors import invalid, require
 from seetjax.losses.registry import build_dataclass
 from seetjax.models.lora import LoRAConfig
 
@@ -28,13 +29,16 @@ class LossTerm:
     config: Any = None  # None: the registered config class's defaults
 
     def __post_init__(self):
+        require(self.name in losses.names("loss"), self, "name", self.name,
+                f"one of {losses.names('loss')}")
         spec = losses.get(self.name)
         if self.config is None:
             object.__setattr__(self, "config", spec.config_cls())
         if not isinstance(self.config, spec.config_cls):
-            raise ValueError(f"LossTerm {self.name!r}: config must be a {spec.config_cls.__name__}")
+            raise invalid(self, "config", self.config, f"must be a {spec.config_cls.__name__} for loss "
+                          f"{self.name!r}")
         if self.weight < 0:
-            raise ValueError(f"LossTerm {self.name!r}: weight={self.weight} must be >= 0")
+            raise invalid(self, "weight", self.weight, f"must be >= 0 (loss {self.name!r})")
 
     @property
     def needs_reference(self) -> bool:
@@ -67,17 +71,16 @@ class OptimizerConfig:
                      for pair in self.held)
         if any(len(pair) != 2 or not isinstance(pair[0], str) or isinstance(pair[1], bool)
                or not isinstance(pair[1], int) or pair[1] < 1 for pair in held):
-            raise ValueError(f"OptimizerConfig.held={self.held!r}: (path, n) pairs, n >= 1")
+            raise invalid(self, "held", self.held, "(path, n) pairs, n >= 1")
         if len({path for path, _ in held}) != len(held):
-            raise ValueError(f"OptimizerConfig.held={self.held!r}: a path appears twice")
+            raise invalid(self, "held", self.held, "a path appears twice")
         object.__setattr__(self, "held", held)
         for name in ("learning_rate", "warmup_steps", "decay_steps", "weight_decay",
                      "max_grad_norm", "eps"):
             if getattr(self, name) < 0:
-                raise ValueError(f"OptimizerConfig.{name}={getattr(self, name)}: must be >= 0")
+                raise invalid(self, name, getattr(self, name), "must be >= 0")
         if not 0 <= self.final_lr_fraction <= 1:
-            raise ValueError(f"OptimizerConfig.final_lr_fraction={self.final_lr_fraction}: "
-                             "must be in [0, 1]")
+            raise invalid(self, "final_lr_fraction", self.final_lr_fraction, "must be in [0, 1]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,50 +114,52 @@ class LearnerConfig:
         object.__setattr__(self, "losses", tuple(self.losses))
         object.__setattr__(self, "mesh", tuple(self.mesh))
         if not self.losses:
-            raise ValueError("LearnerConfig.losses: at least one loss term is needed")
+            raise invalid(self, "losses", self.losses, "at least one loss term is needed")
         names = [t.name for t in self.losses]
         if len(set(names)) != len(names):
-            raise ValueError(f"LearnerConfig.losses={names}: a loss appears twice")
+            raise invalid(self, "losses", names, "a loss appears twice")
         if self.advantage is not None:
+            require(self.advantage in losses.names("advantage"), self, "advantage", self.advantage,
+                    f"one of {losses.names('advantage')}")
             spec = losses.get(self.advantage, kind="advantage")
             if self.advantage_config is None:
                 object.__setattr__(self, "advantage_config", spec.config_cls())
             if not isinstance(self.advantage_config, spec.config_cls):
-                raise ValueError(f"LearnerConfig.advantage_config must be a "
-                                 f"{spec.config_cls.__name__} for advantage {self.advantage!r}")
+                raise invalid(self, "advantage_config", self.advantage_config,
+                              f"must be a {spec.config_cls.__name__} for advantage "
+                              f"{self.advantage!r}")
         for name in ("mini_batches", "micro_batches"):
             if getattr(self, name) < 1:
-                raise ValueError(f"LearnerConfig.{name}={getattr(self, name)}: must be >= 1")
+                raise invalid(self, name, getattr(self, name), "must be >= 1")
         if self.temperature <= 0:
-            raise ValueError(f"LearnerConfig.temperature={self.temperature}: must be > 0 (the "
-                             "sampler's temperature; greedy rollouts are scored at 1.0)")
+            raise invalid(self, "temperature", self.temperature, "must be > 0 (the sampler's "
+                          "temperature; greedy rollouts are scored at 1.0)")
         if self.logprob_chunk < 0:
-            raise ValueError(f"LearnerConfig.logprob_chunk={self.logprob_chunk}: must be >= 0")
+            raise invalid(self, "logprob_chunk", self.logprob_chunk, "must be >= 0")
         for name in ("pack_rows", "target_logits"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"LearnerConfig.{name}={getattr(self, name)!r}: must be True or "
-                                 "False")
+                raise invalid(self, name, getattr(self, name), "must be True or False")
         if len(self.mesh) != 3 or self.mesh.count(-1) > 1:
-            raise ValueError(f"LearnerConfig.mesh={self.mesh}: (data, fsdp, tensor), at most one -1")
+            raise invalid(self, "mesh", self.mesh, "(data, fsdp, tensor), at most one -1")
         policy = self.term("policy_gradient")
         if policy is not None and self.advantage is None:
-            raise ValueError("LearnerConfig.advantage: the policy_gradient loss needs an advantage "
-                             "estimator (or pass precomputed batch.advantages with 'reinforce')")
+            raise invalid(self, "advantage", None, "the policy_gradient loss needs an advantage "
+                          "estimator (or pass precomputed batch.advantages with 'reinforce')")
         if (policy is not None and policy.config.kl_estimator == "k1" and policy.config.kl_coef > 0
                 and not policy.config.kl_in_reward):
-            raise ValueError(
-                "LearnerConfig.losses[policy_gradient].kl_estimator (learner.loss.kl_estimator)="
-                "'k1' with kl_in_reward=False: k1 in the loss has zero expected gradient, so the "
-                "KL penalty would do nothing; use 'k2' (gradient of KL(pi || ref)) or 'k3' "
-                "(gradient of KL(ref || pi)) in the loss, or set kl_in_reward=True "
+            raise invalid(
+                self, "losses[policy_gradient].kl_estimator", "k1",
+                "(learner.loss.kl_estimator) with kl_in_reward=False: k1 in the loss has zero "
+                "expected gradient, so the KL penalty would do nothing; use 'k2' (gradient of "
+                "KL(pi || ref)) or 'k3' (gradient of KL(ref || pi)) in the loss, or set kl_in_reward=True "
                 "(see seetjax/losses/kl.py)")
         if policy is None and self.advantage is not None:
-            raise ValueError(f"LearnerConfig.advantage={self.advantage!r}: only the "
-                             "policy_gradient loss uses advantages")
+            raise invalid(self, "advantage", self.advantage,
+                          "only the policy_gradient loss uses advantages")
         if self.term("value") is not None and not getattr(self.advantage_config, "needs_values",
                                                           False):
-            raise ValueError("LearnerConfig.advantage: the value loss needs a token-level "
-                             "estimator ('gae')")
+            raise invalid(self, "advantage", self.advantage,
+                          "the value loss needs a token-level estimator ('gae')")
 
     def term(self, name: str) -> LossTerm | None:
         return next((t for t in self.losses if t.name == name), None)
@@ -210,7 +215,7 @@ def learner_config(spec: Mapping[str, Any]) -> LearnerConfig:
     spec = dict(spec)
     algorithm = spec.pop("algorithm", "grpo")
     if algorithm not in ALGORITHMS:
-        raise ValueError(f"learner.algorithm={algorithm!r} not in {sorted(ALGORITHMS)}")
+        raise invalid("learner", "algorithm", algorithm, f"one of {sorted(ALGORITHMS)}")
     presets, advantage, advantage_fields = ALGORITHMS[algorithm]
     overrides = {_MAIN_LOSS[algorithm]: dict(spec.pop("loss", {})),
                  "value": dict(spec.pop("value", {})),
@@ -219,7 +224,7 @@ def learner_config(spec: Mapping[str, Any]) -> LearnerConfig:
                "counterfactual": spec.pop("counterfactual_weight", 0.0)}
     for name, weight in weights.items():
         if weight is not None and not weight >= 0:
-            raise ValueError(f"learner.{name}_weight={weight!r}: must be >= 0 (0: off)")
+            raise invalid("learner", f"{name}_weight", weight, "must be >= 0 (0: off)")
     terms = []
     for name, (weight, fields) in presets.items():
         terms.append(_term(name, weights.get(name) or weight, {**fields, **overrides[name]}))
@@ -244,7 +249,8 @@ def learner_config(spec: Mapping[str, Any]) -> LearnerConfig:
         mesh = dict(spec.pop("mesh"))
         fields["mesh"] = (mesh.pop("data", -1), mesh.pop("fsdp", 1), mesh.pop("tensor", 1))
         if mesh:
-            raise ValueError(f"learner.mesh has no field(s) {sorted(mesh)}")
+            raise invalid("learner", "mesh", dict(mesh), f"has no field(s) {sorted(mesh)}; known: "
+                          "data, fsdp, tensor")
     return build_dataclass(LearnerConfig, {**spec, **fields})
 
 

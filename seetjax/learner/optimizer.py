@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax
 import optax
 
+from seetjax.errors import invalid
 from seetjax.learner.config import OptimizerConfig
 
 
@@ -49,14 +50,15 @@ def hold_slices(held: tuple[tuple[str, int], ...]) -> optax.GradientTransformati
                 return u
             found.add(name)
             if wanted[name] > u.shape[-1]:
-                raise ValueError(f"OptimizerConfig.held: {name} has {u.shape[-1]} entries on its "
-                                 f"last axis, fewer than the {wanted[name]} held")
+                raise invalid("OptimizerConfig", "held", (name, wanted[name]), f"{name} has "
+                              f"{u.shape[-1]} entries on its last axis, fewer than the "
+                              f"{wanted[name]} held")
             return u.at[..., :wanted[name]].set(0)
 
         out = jax.tree_util.tree_map_with_path(zero, updates)
         missing = sorted(set(wanted) - found)
         if missing:
-            raise ValueError(f"OptimizerConfig.held: no parameter named {missing}")
+            raise invalid("OptimizerConfig", "held", missing, "no parameter of that name")
         return out, state
 
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update)

@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from seetjax.errors import invalid
+
 Array = jax.Array
 
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
@@ -57,7 +59,7 @@ def aggregate(values: Array, mask: Array, mode: str, denominators: Denominators 
         return jnp.sum(token_sums) / jnp.maximum(d.sequences, 1.0)
     if mode == "seq-mean-token-sum-norm":
         return jnp.sum(token_sums) / (jnp.maximum(d.sequences, 1.0) * norm_constant)
-    raise ValueError(f"aggregation mode {mode!r} not in {AGGREGATIONS}")
+    raise invalid("aggregate", "mode", mode, f"one of {AGGREGATIONS}")
 
 
 def masked_mean(values: Array, mask: Array, denominators: Denominators | None = None) -> Array:

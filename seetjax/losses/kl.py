@@ -33,6 +33,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from seetjax.errors import invalid
+
 Array = jax.Array
 
 KL_ESTIMATORS = ("k1", "k2", "k3")
@@ -51,4 +53,4 @@ def kl_estimate(logprobs: Array, ref_logprobs: Array, estimator: str = "k3") -> 
         return 0.5 * jnp.square(log_r)
     if estimator == "k3":
         return jnp.expm1(log_r) - log_r
-    raise ValueError(f"KL estimator {estimator!r} not in {KL_ESTIMATORS}")
+    raise invalid("kl_estimate", "estimator", estimator, f"one of {KL_ESTIMATORS}")

@@ -11,6 +11,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from seetjax.errors import invalid, require
+
 KINDS = ("loss", "advantage")
 
 
@@ -61,12 +63,11 @@ def build_dataclass(cls: type, fields: Mapping[str, Any]) -> Any:
     known = {f.name for f in dataclasses.fields(cls)}
     for key in fields:
         if key not in known:
-            raise ValueError(f"{cls.__name__} has no field {key!r}; fields: {sorted(known)}")
+            raise invalid(cls, key, fields[key], f"no such field; fields: {sorted(known)}")
     return cls(**fields)
 
 
 def check(ok: bool, config: Any, field: str, requirement: str) -> None:
-    """Raises ValueError('Cls.field=value: requirement') unless `ok`."""
-    if not ok:
-        value = getattr(config, field)
-        raise ValueError(f"{type(config).__name__}.{field}={value!r}: {requirement}")
+    """Raises ValueError('Cls.field=value: requirement') unless `ok` (`seetjax.errors.require`
+    with the value read from `config`)."""
+    require(ok, config, field, getattr(config, field), requirement)

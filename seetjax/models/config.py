@@ -11,6 +11,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from seetjax.errors import invalid
+
 MODEL_TYPES = ("qwen2", "llama")
 REMAT_POLICIES = ("none", "full", "dots")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -70,9 +72,8 @@ class ModelConfig:
     def __post_init__(self):
         if not self.head_dim:
             if self.hidden_size % self.num_heads:
-                raise ValueError(
-                    f"ModelConfig.hidden_size={self.hidden_size} is not divisible by "
-                    f"num_heads={self.num_heads}; set head_dim explicitly")
+                raise invalid(self, "hidden_size", self.hidden_size, f"not divisible by num_heads="
+                              f"{self.num_heads}; set head_dim explicitly")
             object.__setattr__(self, "head_dim", self.hidden_size // self.num_heads)
         if isinstance(self.eos_token_id, list):
             object.__setattr__(self, "eos_token_id", tuple(self.eos_token_id))
@@ -83,24 +84,23 @@ class ModelConfig:
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
                      "num_kv_heads", "head_dim"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"ModelConfig.{name} must be positive, got {getattr(self, name)}")
+                raise invalid(self, name, getattr(self, name), "must be positive")
         if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"ModelConfig.num_heads={self.num_heads} must be a multiple of "
-                             f"num_kv_heads={self.num_kv_heads} (grouped-query attention)")
+            raise invalid(self, "num_heads", self.num_heads, "must be a multiple of "
+                          f"num_kv_heads={self.num_kv_heads} (grouped-query attention)")
         if self.head_dim % 2:
-            raise ValueError(f"ModelConfig.head_dim={self.head_dim} must be even for RoPE")
+            raise invalid(self, "head_dim", self.head_dim, "must be even for RoPE")
         if self.model_type not in MODEL_TYPES:
-            raise ValueError(f"ModelConfig.model_type={self.model_type!r} not in {MODEL_TYPES}")
+            raise invalid(self, "model_type", self.model_type, f"one of {MODEL_TYPES}")
         if self.remat not in REMAT_POLICIES:
-            raise ValueError(f"ModelConfig.remat={self.remat!r} not in {REMAT_POLICIES}")
+            raise invalid(self, "remat", self.remat, f"one of {REMAT_POLICIES}")
         if self.attention_block < 0:
-            raise ValueError(f"ModelConfig.attention_block must be >= 0, got {self.attention_block}")
+            raise invalid(self, "attention_block", self.attention_block, "must be >= 0")
         if self.attention_impl not in ATTENTION_IMPLS:
-            raise ValueError(f"ModelConfig.attention_impl={self.attention_impl!r} not in "
-                             f"{ATTENTION_IMPLS}")
+            raise invalid(self, "attention_impl", self.attention_impl, f"one of {ATTENTION_IMPLS}")
         for name in ("param_dtype", "dtype"):
             if getattr(self, name) not in DTYPES:
-                raise ValueError(f"ModelConfig.{name}={getattr(self, name)!r} not in {DTYPES}")
+                raise invalid(self, name, getattr(self, name), f"one of {DTYPES}")
 
     @property
     def compute_dtype(self) -> jnp.dtype:

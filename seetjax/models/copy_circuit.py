@@ -30,6 +30,7 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 
+from seetjax.errors import invalid
 from seetjax.models.config import ModelConfig
 from seetjax.models.transformer import Transformer, rope_inv_freq
 
@@ -60,16 +61,16 @@ class CopyCircuit:
         """Raises ValueError naming the field the model cannot hold."""
         half = cfg.head_dim // 2
         if not 0 <= self.prev_layer < self.induction_layer < cfg.num_layers:
-            raise ValueError(
-                f"CopyCircuit: need 0 <= prev_layer ({self.prev_layer}) < induction_layer "
+            raise invalid(
+                self, "prev_layer", self.prev_layer, "need 0 <= prev_layer < induction_layer "
                 f"({self.induction_layer}) < num_layers ({cfg.num_layers})")
         if not 0 < self.position_pairs <= self.content_from < half:
-            raise ValueError(
-                f"CopyCircuit: need 0 < position_pairs ({self.position_pairs}) <= content_from "
-                f"({self.content_from}) < head_dim / 2 ({half})")
+            raise invalid(
+                self, "position_pairs", self.position_pairs, "need 0 < position_pairs <= "
+                f"content_from ({self.content_from}) < head_dim / 2 ({half})")
         if 4 * (half - self.content_from) + cfg.head_dim > cfg.hidden_size:
-            raise ValueError(
-                f"CopyCircuit.content_from={self.content_from}: subspaces A, B, C need "
+            raise invalid(
+                self, "content_from", self.content_from, "subspaces A, B, C need "
                 f"{4 * (half - self.content_from) + cfg.head_dim} dims, hidden_size is "
                 f"{cfg.hidden_size}")
 

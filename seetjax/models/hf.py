@@ -21,6 +21,7 @@ import safetensors.numpy
 from flax import nnx
 from jax.sharding import Mesh
 
+from seetjax.errors import invalid
 from seetjax.models.config import ModelConfig, RopeScaling
 from seetjax.models.lora import has_lora, lora_layers, merge_lora
 from seetjax.models.safetensors_io import SafetensorsReader, write_sharded
@@ -156,7 +157,8 @@ def load_options(model_section: Mapping[str, Any]) -> dict[str, Any]:
     options = {k: v for k, v in model_section.items() if k != "path"}
     unknown = sorted(set(options) - set(LOAD_FIELDS))
     if unknown:
-        raise ValueError(f"unknown field(s) {unknown}; known: {['path', *LOAD_FIELDS]}")
+        raise invalid("model", unknown[0], options[unknown[0]],
+                      f"unknown field(s) {unknown}; known: {['path', *LOAD_FIELDS]}")
     options = {**LOAD_FIELDS, **options}
     ModelConfig(vocab_size=2, hidden_size=2, intermediate_size=2, num_layers=1, num_heads=1,
                 num_kv_heads=1, param_dtype=options["dtype"], dtype=options["compute_dtype"],

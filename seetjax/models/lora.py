@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from seetjax.errors import invalid
 from seetjax.models.transformer import Dense, Transformer
 
 ALL_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -37,18 +38,18 @@ class LoRAConfig:
 
     def __post_init__(self):
         if self.rank <= 0 or int(self.rank) != self.rank:
-            raise ValueError(f"LoRAConfig.rank={self.rank!r}: must be an integer > 0")
+            raise invalid(self, "rank", self.rank, "must be an integer > 0")
         if self.alpha <= 0:
-            raise ValueError(f"LoRAConfig.alpha={self.alpha}: must be > 0")
+            raise invalid(self, "alpha", self.alpha, "must be > 0")
         if not 0 <= self.dropout < 1:
-            raise ValueError(f"LoRAConfig.dropout={self.dropout}: must be in [0, 1)")
+            raise invalid(self, "dropout", self.dropout, "must be in [0, 1)")
         if self.dropout:
-            raise ValueError(f"LoRAConfig.dropout={self.dropout}: LoRA dropout is not "
+            raise invalid(self, "dropout", self.dropout, "LoRA dropout is not "
                              "implemented (the adapters see their input undropped); set it to 0")
         unknown = set(self.targets) - set(ALL_PROJECTIONS)
         if not self.targets or unknown:
-            raise ValueError(f"LoRAConfig.targets={self.targets}: must be a non-empty subset of "
-                             f"{ALL_PROJECTIONS}")
+            raise invalid(self, "targets", self.targets, "must be a non-empty subset of "
+                          f"{ALL_PROJECTIONS}")
         object.__setattr__(self, "targets", tuple(self.targets))
 
 

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx, struct
 
+from seetjax.errors import invalid
 from seetjax.models.attention import cached_attention, causal_blocked_attention
 from seetjax.models.config import ModelConfig
 from seetjax.runtime import sharding
@@ -206,8 +207,8 @@ def uses_cudnn_attention(cfg: ModelConfig) -> bool:
     runs = (jax.default_backend() == "gpu" and cfg.dtype in ("bfloat16", "float16")
             and cfg.head_dim % 8 == 0 and cfg.head_dim <= 128)
     if cfg.attention_impl == "cudnn" and not runs:
-        raise ValueError(
-            f"ModelConfig.attention_impl='cudnn' needs a GPU, dtype bfloat16 or float16 and a "
+        raise invalid(
+            cfg, "attention_impl", "cudnn", "needs a GPU, dtype bfloat16 or float16 and a "
             f"head_dim multiple of 8 up to 128 (backend {jax.default_backend()}, dtype "
             f"{cfg.dtype}, head_dim {cfg.head_dim}); use 'auto' or 'xla'")
     return runs

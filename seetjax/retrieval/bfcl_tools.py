@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from seetjax.errors import require
 from seetjax.retrieval.corpus import ToolDoc, tool_doc
 
 WITH_GOLD = ("simple_python", "simple_java", "simple_javascript", "multiple", "parallel",
@@ -111,9 +112,9 @@ class Split:
 def split_queries(data: ToolRetrievalData, test_fraction: float = 0.2,
                   unseen_fraction: float = 0.15) -> Split:
     """The deterministic split described in the module docstring."""
-    if not (0 < test_fraction < 1 and 0 <= unseen_fraction < 1):
-        raise ValueError(f"split: test_fraction={test_fraction} must be in (0, 1) and "
-                         f"unseen_fraction={unseen_fraction} in [0, 1)")
+    require(0 < test_fraction < 1, "split", "test_fraction", test_fraction, "must be in (0, 1)")
+    require(0 <= unseen_fraction < 1, "split", "unseen_fraction", unseen_fraction,
+            "must be in [0, 1)")
     name_of = {d.id: d.name for d in data.docs}
     # A text asked in several entries (BFCL repeats some across categories) is tested wherever
     # one of its entries must be: its copies never train.

@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from seetjax.errors import invalid
+
 Array = jax.Array
 
 # Activations by their Hugging Face names: "gelu" is the exact (erf) form, the others tanh.
@@ -49,14 +51,12 @@ class EncoderConfig:
 
     def __post_init__(self):
         if self.model_type not in MODEL_TYPES:
-            raise ValueError(f"EncoderConfig: model_type={self.model_type!r} is not one of "
-                             f"{MODEL_TYPES}")
+            raise invalid(self, "model_type", self.model_type, f"one of {MODEL_TYPES}")
         if self.hidden_act not in ACTIVATIONS:
-            raise ValueError(f"EncoderConfig: hidden_act={self.hidden_act!r} is not one of "
-                             f"{sorted(ACTIVATIONS)}")
+            raise invalid(self, "hidden_act", self.hidden_act, f"one of {sorted(ACTIVATIONS)}")
         if self.hidden_size % self.num_heads:
-            raise ValueError(f"EncoderConfig: hidden_size={self.hidden_size} is not a multiple "
-                             f"of num_heads={self.num_heads}")
+            raise invalid(self, "hidden_size", self.hidden_size,
+                          f"must be a multiple of num_heads={self.num_heads}")
 
     @property
     def max_tokens(self) -> int:

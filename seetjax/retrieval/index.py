@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from seetjax.errors import invalid, require
+
 
 class Index(Protocol):
     def __len__(self) -> int: ...
@@ -36,16 +38,15 @@ def top_k_inner_product(queries: jax.Array, docs: jax.Array, k: int) -> tuple[ja
 def check_vectors(owner: str, vectors: np.ndarray) -> None:
     """Refuses anything but a non-empty [N, D] array, naming `owner` and the shape."""
     if vectors.ndim != 2 or not len(vectors) or not vectors.shape[1]:
-        raise ValueError(f"{owner}: vectors must be a non-empty [N, D] array, got shape "
-                         f"{vectors.shape}")
+        raise invalid(owner, "vectors.shape", vectors.shape, "must be a non-empty [N, D] array")
 
 
 def check_queries(owner: str, queries: np.ndarray, dim: int, k: int) -> None:
     """Refuses queries that are not [Q, dim], or k < 1, naming `owner` and what is wrong."""
     if queries.ndim != 2 or queries.shape[1] != dim:
-        raise ValueError(f"{owner}: queries of shape {queries.shape}, expected [Q, {dim}]")
+        raise invalid(owner, "queries.shape", queries.shape, f"must be [Q, {dim}]")
     if k < 1:
-        raise ValueError(f"{owner}: k={k} must be >= 1")
+        raise invalid(owner, "k", k, "must be >= 1")
 
 
 class ExactIndex:
@@ -75,9 +76,9 @@ class HnswIndex:
     def __init__(self, vectors: np.ndarray, m: int = 32, ef_construction: int = 128,
                  ef_search: int = 128):
         check_vectors("HnswIndex", vectors)
-        if min(m, ef_construction, ef_search) < 1:
-            raise ValueError(f"HnswIndex: m={m}, ef_construction={ef_construction} and "
-                             f"ef_search={ef_search} must be >= 1")
+        for name, value in (("m", m), ("ef_construction", ef_construction),
+                            ("ef_search", ef_search)):
+            require(value >= 1, self, name, value, "must be >= 1")
         self._index = faiss.IndexHNSWFlat(vectors.shape[1], m, faiss.METRIC_INNER_PRODUCT)
         self._index.hnsw.efConstruction = ef_construction
         self._ef_search = ef_search

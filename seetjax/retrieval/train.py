@@ -25,6 +25,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from seetjax.errors import invalid, require
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.learner.config import OptimizerConfig
 from seetjax.learner.optimizer import make_optimizer
@@ -69,25 +70,21 @@ class TrainConfig:
                     "checkpoint_every")
         for name in positive:
             if getattr(self, name) < 1:
-                raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must be >= 1")
+                raise invalid(self, name, getattr(self, name), "must be >= 1")
         if self.batch_size < 2:
-            raise ValueError(f"TrainConfig: batch_size={self.batch_size} must be >= 2 (in-batch "
-                             "negatives)")
+            raise invalid(self, "batch_size", self.batch_size, "must be >= 2 (in-batch negatives)")
         if not 0 <= self.hard_negatives <= self.mined:
-            raise ValueError(f"TrainConfig: hard_negatives={self.hard_negatives} must be in "
-                             f"[0, mined={self.mined}]")
-        if self.temperature <= 0 or self.learning_rate <= 0:
-            raise ValueError(f"TrainConfig: temperature={self.temperature} and learning_rate="
-                             f"{self.learning_rate} must be > 0")
+            raise invalid(self, "hard_negatives", self.hard_negatives,
+                          f"must be in [0, mined={self.mined}]")
+        for name in ("temperature", "learning_rate"):
+            require(getattr(self, name) > 0, self, name, getattr(self, name), "must be > 0")
         if self.trainable_layers < 0:
-            raise ValueError(f"TrainConfig: trainable_layers={self.trainable_layers} must be "
-                             ">= 0")
+            raise invalid(self, "trainable_layers", self.trainable_layers, "must be >= 0")
         if not isinstance(self.freeze_embeddings, bool):
-            raise ValueError(f"TrainConfig: freeze_embeddings={self.freeze_embeddings!r} must be "
-                             "a bool")
-        if not 0 <= self.warmup_steps <= self.steps or self.max_minutes < 0:
-            raise ValueError(f"TrainConfig: warmup_steps={self.warmup_steps} must be in [0, "
-                             f"steps] and max_minutes={self.max_minutes} >= 0")
+            raise invalid(self, "freeze_embeddings", self.freeze_embeddings, "must be a bool")
+        require(0 <= self.warmup_steps <= self.steps, self, "warmup_steps", self.warmup_steps,
+                f"must be in [0, steps={self.steps}]")
+        require(self.max_minutes >= 0, self, "max_minutes", self.max_minutes, "must be >= 0")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,8 +154,8 @@ def trainable_filter(model: BertEncoder, cfg: TrainConfig) -> nnx.filterlib.Filt
     layer's and, unless `freeze_embeddings`, the embeddings'."""
     layers = model.config.num_layers
     if cfg.trainable_layers > layers:
-        raise ValueError(f"TrainConfig: trainable_layers={cfg.trainable_layers} but the encoder "
-                         f"has {layers} layers")
+        raise invalid(cfg, "trainable_layers", cfg.trainable_layers,
+                      f"the encoder has {layers} layers")
     if cfg.trainable_layers:
         top = range(layers - cfg.trainable_layers, layers)
         return nnx.All(nnx.Param, nnx.Any(*(nnx.PathContains(i) for i in top)))

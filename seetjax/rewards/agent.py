@@ -49,6 +49,7 @@ from dataclasses import dataclass, fields
 
 from seetjax.envs.base import EpisodeTrace, StepCode
 from seetjax.envs.bfcl.checker import first_failure
+from seetjax.errors import invalid
 from seetjax.rewards.envtuning import progress_reward
 from seetjax.rewards.gaming import failed_attempts, matched_calls, silenced
 
@@ -73,12 +74,12 @@ class AgentRewardConfig:
             value = getattr(self, f.name)
             if f.name != "completion_mode" and not (isinstance(value, (int, float))
                                                     and math.isfinite(value)):
-                raise ValueError(f"{f.name}={value!r} must be a finite number")
+                raise invalid(self, f.name, value, "must be a finite number")
         if self.completion_mode not in ("turns", "entry"):
-            raise ValueError(f"completion_mode must be 'turns' or 'entry', not {self.completion_mode!r}")
+            raise invalid(self, "completion_mode", self.completion_mode, "one of 'turns', 'entry'")
         if not 0.0 <= self.unexpected_call_accuracy <= 1.0:
-            raise ValueError(f"unexpected_call_accuracy must be in [0, 1], not "
-                             f"{self.unexpected_call_accuracy}")
+            raise invalid(self, "unexpected_call_accuracy", self.unexpected_call_accuracy,
+                          "must be in [0, 1]")
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 
 from seetjax.envs.base import EpisodeTrace
+from seetjax.errors import invalid
 from seetjax.rewards.agent import AgentRewardConfig, agent_reward
 from seetjax.rewards.envtuning import progress_reward
 from seetjax.rewards.shaping import ShapingConfig, placed_rewards
@@ -46,7 +47,7 @@ class RewardConfig:
 
     def __post_init__(self):
         if self.kind not in REWARD_KINDS:
-            raise ValueError(f"kind={self.kind!r} must be one of {REWARD_KINDS}")
+            raise invalid(self, "kind", self.kind, f"one of {REWARD_KINDS}")
 
     @property
     def stepwise(self) -> bool:

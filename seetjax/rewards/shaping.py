@@ -49,6 +49,7 @@ import math
 from dataclasses import dataclass
 
 from seetjax.envs.base import EpisodeTrace, StepCode
+from seetjax.errors import invalid
 from seetjax.rewards.gaming import repeated_calls, unproductive_turns
 
 
@@ -72,16 +73,16 @@ class ShapingConfig:
             value = getattr(self, f.name)
             if f.name in ("per_turn", "no_progress_as_silence"):
                 if not isinstance(value, bool):
-                    raise ValueError(f"{f.name}={value!r} must be a bool")
+                    raise invalid(self, f.name, value, "must be a bool")
                 continue
             unbounded = f.name == "turn_penalty_floor" and value == -math.inf
             if not isinstance(value, (int, float)) or not (math.isfinite(value) or unbounded):
-                raise ValueError(f"{f.name}={value!r} must be a finite number")
+                raise invalid(self, f.name, value, "must be a finite number")
         if self.turn_penalty_floor > 0:
-            raise ValueError(f"turn_penalty_floor={self.turn_penalty_floor!r} must be <= 0")
+            raise invalid(self, "turn_penalty_floor", self.turn_penalty_floor, "must be <= 0")
         for name in ("format_error", "execution_error", "clean_call", "no_call", "repeated_call"):
             if getattr(self, name) > 0:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be <= 0: a positive code "
+                raise invalid(self, name, getattr(self, name), "must be <= 0: a positive code "
                                  "value pays for activity (a harmless call, repeated)")
 
     def code_value(self, code: StepCode) -> float:

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import logging
 
+from seetjax.errors import invalid
 from seetjax.learner import Learner, TrainState
 from seetjax.learner.state import cast_like
 from seetjax.rl.policy_states import SHARED, PolicyStates
@@ -55,9 +56,9 @@ class AlarmConfig:
     def __post_init__(self):
         value = self.max_mismatch_kl
         if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise ValueError(f"AlarmConfig.max_mismatch_kl={value!r}: must be a number > 0")
+            raise invalid(self, "max_mismatch_kl", value, "must be a number > 0")
         if not isinstance(self.fail_on_alarm, bool):
-            raise ValueError(f"AlarmConfig.fail_on_alarm={self.fail_on_alarm!r}: must be a bool")
+            raise invalid(self, "fail_on_alarm", self.fail_on_alarm, "must be a bool")
 
 
 # ---- the weight checksum ------------------------------------------------------------------------

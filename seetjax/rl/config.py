@@ -19,6 +19,7 @@ from seetjax.config.sections import generated_section, lora_section
 from seetjax.envs import registry
 from seetjax.envs.bfcl.data import CATEGORIES
 from seetjax.envs.bfcl.env import DECODINGS
+from seetjax.errors import invalid
 from seetjax.learner.config import LearnerConfig, learner_config
 from seetjax.models.hf import LOAD_FIELDS
 from seetjax.rewards import AgentRewardConfig, RewardConfig, ShapingConfig
@@ -49,8 +50,8 @@ def reward_of(config: ml_collections.ConfigDict) -> RewardConfig:
     shaping = as_dataclass(ShapingConfig, section.shaping.to_dict(), "reward.shaping")
     reward = checked_field("reward", lambda: RewardConfig(section.kind, agent, shaping))
     if reward.stepwise and config.learner.get("algorithm", "grpo") == "dpo":
-        raise ValueError(
-            f"config.reward.kind={reward.kind!r} with learner.algorithm='dpo': DPO learns from "
+        raise invalid(
+            "config.reward", "kind", reward.kind, "with learner.algorithm='dpo': DPO learns from "
             "preferences between whole episodes, so per-step rewards would only be summed into "
             "the return that ranks them; use reward.kind='progress' or 'agent', or a "
             "policy-gradient algorithm, which credits each step's reward to its tokens")
@@ -61,8 +62,8 @@ def env_of(config: ml_collections.ConfigDict) -> Any:
     """The environment section of a run config: `env.name` (default "bfcl") picks the registered
     environment (`seetjax.envs.registry`), the rest of `env` is its section's fields."""
     if "env" not in config:
-        raise ValueError("config.env: missing; a run config needs its environment's section "
-                         f"(env.name, one of {registry.names()}, and its fields)")
+        raise invalid("config", "env", None, "missing; a run config needs its environment's section "
+                      f"(env.name, one of {registry.names()}, and its fields)")
     values = config.env.to_dict()
     name = values.pop("name", registry.DEFAULT)
     spec = checked_field("env.name", lambda: registry.spec(name))
@@ -76,7 +77,7 @@ def env_section(name: str, **fields: Any) -> ml_collections.ConfigDict:
     values = {f.name: getattr(section(), f.name) for f in dataclasses.fields(section)}
     unknown = sorted(set(fields) - set(values))
     if unknown:
-        raise ValueError(f"env_section({name!r}): unknown field(s) {unknown}")
+        raise invalid(section, unknown[0], fields[unknown[0]], f"unknown field(s) {unknown}")
     return ml_collections.ConfigDict({"name": name, **values, **fields})
 
 
@@ -192,10 +193,10 @@ def parse_eval_splits(splits: str, per_category: int) -> dict[str, int]:
             continue
         name, at, count = (part.strip() for part in entry.partition("@"))
         if at and not (count.isdigit() and name):
-            raise ValueError(f"config.eval.splits: {entry!r}: a split's own count is 'split@N', "
-                             "N >= 0 tasks per category")
+            raise invalid("config.eval", "splits", splits, f"{entry!r}: a split's own count is "
+                          "'split@N', N >= 0 tasks per category")
         if name in counts:
-            raise ValueError(f"config.eval.splits: {name!r} appears twice")
+            raise invalid("config.eval", "splits", splits, f"{name!r} appears twice")
         counts[name] = int(count) if at else per_category
     return counts
 
@@ -206,12 +207,12 @@ INFINITE_FIELDS = ("reward.shaping.turn_penalty_floor",)
 
 def build_plan(config: ml_collections.ConfigDict) -> Plan:
     if config.model.path is None:  # an ml_collections placeholder the config left unset
-        raise ValueError("config.model.path: this config needs an HF checkpoint directory")
+        raise invalid("config.model", "path", None, "this config needs an HF checkpoint directory")
     check_finite(config.to_dict(), infinite=INFINITE_FIELDS)
     checked_field("model", lambda: model_options(config.model))
     if config.model.get("preset") and config.sft.enabled:
-        raise ValueError(f"config.model.preset={config.model.preset!r}: a preset's random weights "
-                         "have no directory to warm up; set sft.enabled=False")
+        raise invalid("config.model", "preset", config.model.preset, "a preset's random weights "
+                      "have no directory to warm up; set sft.enabled=False")
     _check_counts(config)
     env = env_of(config)
     spec = registry.spec_of(env)
@@ -225,15 +226,15 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     rollout = as_dataclass(RolloutConfig, config.rollout.to_dict(), "rollout", env=env,
                            limits=limits, reward=reward_of(config))
     if rollout.reward.kind == "env" and not spec.scores_episodes:
-        raise ValueError(f"config.reward.kind='env': environment {spec.name!r} does not score "
-                         "its episodes itself; use 'progress', 'agent' or 'shaped'")
+        raise invalid("config.reward", "kind", "env", f"environment {spec.name!r} does not score "
+                      "its episodes itself; use 'progress', 'agent' or 'shaped'")
     eval_rollout = dataclasses.replace(rollout, group_size=1)
     eval_decodings = _eval_decodings(config, env)
     sampling = as_dataclass(SamplingParams, config.sampling.to_dict(), "sampling")
     if sampling.temperature != learner.temperature:
-        raise ValueError(f"config.sampling.temperature={sampling.temperature} differs from "
-                         f"config.learner.temperature={learner.temperature}: the learner must "
-                         "score tokens under the distribution they were sampled from")
+        raise invalid("config.sampling", "temperature", sampling.temperature, "differs from "
+                      f"config.learner.temperature={learner.temperature}: the learner must "
+                      "score tokens under the distribution they were sampled from")
 
     seet = config.seet.enabled
     stages, transitions = (configured_stages(config.seet) if seet
@@ -242,15 +243,15 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
         _check_importance_ratios(config, sampling, stages)
     max_pairs = config.seet.max_pairs if seet and learner.term("counterfactual") else 0
     if seet and learner.term("counterfactual") and not config.seet.max_pairs:
-        raise ValueError("config.seet.max_pairs=0 while config.learner.counterfactual_weight > 0: "
-                         "the counterfactual loss would never see a pair")
+        raise invalid("config.seet", "max_pairs", 0, "while config.learner.counterfactual_weight > "
+                      "0: the counterfactual loss would never see a pair")
     chunks = learner.mini_batches * learner.micro_batches
     if max_pairs % chunks:
-        raise ValueError(f"config.seet.max_pairs={max_pairs} must be a multiple of "
-                         f"learner.mini_batches x micro_batches = {chunks}")
+        raise invalid("config.seet", "max_pairs", max_pairs, "must be a multiple of "
+                      f"learner.mini_batches x micro_batches = {chunks}")
     if learner.advantage in ("grpo", "rloo", "gigpo") and rollout.group_size < 2:
-        raise ValueError(f"config.rollout.group_size={rollout.group_size}: {learner.advantage} "
-                         "advantages need at least 2 samples per task")
+        raise invalid("config.rollout", "group_size", rollout.group_size, f"{learner.advantage} "
+                      "advantages need at least 2 samples per task")
     multi_agent = _multi_agent(config, spec.name, rollout)  # before the SFT data that reads it
     if config.sft.enabled:
         from seetjax.sft.config import validate as validate_sft  # the SFT data side: only when used
@@ -270,8 +271,8 @@ def _multi_agent(config: ml_collections.ConfigDict, env_name: str,
     team = as_dataclass(MultiAgentConfig, config.multi_agent.to_dict(), "multi_agent")
     if not team.enabled:
         if team.separate_params:
-            raise ValueError("config.multi_agent.separate_params=True with "
-                             "multi_agent.enabled=False: only a multi-agent run has roles to "
+            raise invalid("config.multi_agent", "separate_params", True,
+                          "with multi_agent.enabled=False: only a multi-agent run has roles to "
                              "give parameter sets of their own")
         return None
     for wrong, why in ((env_name != "qa_search", f"env.name={env_name!r}: teams play the "
@@ -281,7 +282,7 @@ def _multi_agent(config: ml_collections.ConfigDict, env_name: str,
                        (config.seet.enabled, "seet.enabled=True: SEET's mechanics do not apply "
                         "to teams; set seet.enabled=False")):
         if wrong:
-            raise ValueError(f"config.multi_agent.enabled=True with config.{why}")
+            raise invalid("config.multi_agent", "enabled", True, f"with config.{why}")
     return team
 
 
@@ -291,12 +292,12 @@ def _eval_decodings(config: ml_collections.ConfigDict, env: Any) -> tuple[str, .
     decodings = tuple(d.strip() for d in config.eval.decodings.split(",") if d.strip())
     if "decoding" not in {f.name for f in dataclasses.fields(env)}:
         if decodings:
-            raise ValueError(f"config.eval.decodings={config.eval.decodings!r}: environment "
-                             f"{registry.spec_of(env).name!r} reads replies one way; set ''")
+            raise invalid("config.eval", "decodings", config.eval.decodings, "environment "
+                          f"{registry.spec_of(env).name!r} reads replies one way; set ''")
         return ()
     if not decodings or len(set(decodings)) < len(decodings):
-        raise ValueError(f"config.eval.decodings={config.eval.decodings!r}: a comma-separated "
-                         f"list of distinct decodings, from {DECODINGS}")
+        raise invalid("config.eval", "decodings", config.eval.decodings, "a comma-separated "
+                      f"list of distinct decodings, from {DECODINGS}")
     for d in decodings:
         checked_field("eval.decodings", lambda d=d: dataclasses.replace(env, decoding=d))
     return decodings
@@ -311,8 +312,8 @@ def _check_importance_ratios(config: ml_collections.ConfigDict, sampling: Sampli
     algorithm = config.learner.get("algorithm", "grpo")
     for name, on in (("top_k", sampling.top_k > 0), ("top_p", sampling.top_p < 1.0)):
         if on:
-            raise ValueError(
-                f"config.sampling.{name}={getattr(sampling, name)} with learner.algorithm="
+            raise invalid(
+                "config.sampling", name, getattr(sampling, name), "with learner.algorithm="
                 f"{algorithm!r}: rollouts for a policy-gradient loss must sample from the full "
                 "softmax(logits / temperature); the sampler's log-probs are taken before "
                 "top-k/top-p truncation, as the learner recomputes them, so the importance ratio "
@@ -320,13 +321,13 @@ def _check_importance_ratios(config: ml_collections.ConfigDict, sampling: Sampli
                 "top_p=1.0 for training (evaluation and launch/sample.py may still use them)")
     for stage in stages:
         if stage.training_context == "drop":
-            raise ValueError(
-                f"config.seet.stage{stage.stage}.training_context='drop' with learner.algorithm="
-                f"{algorithm!r}: a dropped attempt stays in the sampler's context but not in the "
-                "training row, so the sampler's log-probs of every later reply (the importance "
-                "ratio's denominator) are conditioned on a context the learner never sees. Use "
-                "'mask' (the attempt stays in the row without loss) or a loss without importance "
-                "ratios (learner.algorithm='dpo')")
+            raise invalid(
+                f"config.seet.stage{stage.stage}", "training_context", "drop",
+                f"with learner.algorithm={algorithm!r}: a dropped attempt stays in the sampler's context "
+                "but not in the training row, so the sampler's log-probs of every later reply (the "
+                "importance ratio's denominator) are conditioned on a context the learner never sees. Use "
+                "'mask' (the attempt stays in the row without loss) or a loss without importance ratios "
+                "(learner.algorithm='dpo')")
 
 
 # Counts and periods: (field, smallest value, what the smallest means when it is 0).
@@ -343,13 +344,13 @@ def _check_periodic_evals(train: ml_collections.ConfigDict, eval_splits: dict) -
     to extend and splits to score (otherwise it would silently do nothing)."""
     for name in ("eval_at_stage_ends", "eval_held_out"):
         if not isinstance(train[name], bool):
-            raise ValueError(f"config.train.{name}={train[name]!r}: must be True or False")
+            raise invalid("config.train", name, train[name], "must be True or False")
     if train.eval_held_out and not (train.eval_every or train.eval_at_stage_ends):
-        raise ValueError("config.train.eval_held_out=True: no periodic evaluation to extend; "
-                         "set config.train.eval_every or config.train.eval_at_stage_ends")
+        raise invalid("config.train", "eval_held_out", True, "no periodic evaluation to extend; "
+                      "set config.train.eval_every or config.train.eval_at_stage_ends")
     if train.eval_held_out and not eval_splits:
-        raise ValueError("config.train.eval_held_out=True: config.eval.splits names no split "
-                         "to score")
+        raise invalid("config.train", "eval_held_out", True,
+                      "config.eval.splits names no split to score")
 
 
 def _check_counts(config: ml_collections.ConfigDict) -> None:
@@ -360,4 +361,4 @@ def _check_counts(config: ml_collections.ConfigDict) -> None:
         for key in path.split("."):
             value = value[key]
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise ValueError(f"config.{path}={value!r}: must be an integer >= {least}{meaning}")
+            raise invalid("config", path, value, f"must be an integer >= {least}{meaning}")

@@ -15,6 +15,7 @@ import jax
 import ml_collections
 from flax import nnx
 
+from seetjax.errors import invalid
 from seetjax.eval.evaluate import EVAL_STAGE
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rl.config import Plan
@@ -54,8 +55,8 @@ class RunEvaluations:
         episodes = self.rollout.episodes(list(unique.values()), EVAL_STAGE, progress=1.0, seed=0)
         longest = max(episodes, key=lambda e: len(e.prompt))
         if len(longest.prompt) + 2 > max_episode_tokens:
-            raise ValueError(
-                f"config.limits.max_episode_tokens={max_episode_tokens}: the opening "
+            raise invalid(
+                "config.limits", "max_episode_tokens", max_episode_tokens, "the opening "
                 f"prompt of task {longest.task.id} alone has {len(longest.prompt)} tokens")
 
     def evaluate(self, name: str, policy: SamplerPolicy, held_out: bool = True) -> Milestone:

@@ -49,6 +49,7 @@ import ml_collections
 from jax.sharding import AbstractMesh
 
 from seetjax.defaults.base_model import resolve_model_path
+from seetjax.errors import invalid
 from seetjax.learner.sharding import family_rules
 from seetjax.models.config import PRESETS, ModelConfig
 from seetjax.models.hf import config_from_hf
@@ -213,7 +214,7 @@ def model_config_of(config: ml_collections.ConfigDict, *, preset: str = "",
     preset = preset or config.model.get("preset", "")
     if preset:
         if preset not in PRESETS:
-            raise ValueError(f"preset={preset!r}: not one of {sorted(PRESETS)}")
+            raise invalid("plan_memory", "preset", preset, f"not one of {sorted(PRESETS)}")
         base = PRESETS[preset]
     elif model_dir is not None and (Path(model_dir) / "config.json").is_file():
         base = config_from_hf(json.loads((Path(model_dir) / "config.json").read_text()))

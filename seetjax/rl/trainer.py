@@ -33,6 +33,7 @@ from tqdm import tqdm
 
 from seetjax.defaults.base_model import EMBEDDED_BASE, resolve_model_path, untrained_model_path
 from seetjax.envs import registry
+from seetjax.errors import invalid
 from seetjax.eval.reports import split_reports
 from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer, DamagedCheckpoints
@@ -71,8 +72,8 @@ class TrainRun:
                  start_over: bool = False):
         self.plan = build_plan(config)  # fails on a bad config before anything loads
         if config.data.tasks_per_step % jax.process_count():
-            raise ValueError(f"config.data.tasks_per_step={config.data.tasks_per_step} must be a "
-                             f"multiple of the {jax.process_count()} processes")
+            raise invalid("config.data", "tasks_per_step", config.data.tasks_per_step,
+                          f"must be a multiple of the {jax.process_count()} processes")
         self.config, self.workdir = config, workdir_path(workdir)
         self.start_over = start_over  # with every checkpoint damaged: train from step 0
         self.lock = WorkdirLock(self.workdir)  # before writing anything

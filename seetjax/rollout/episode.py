@@ -20,6 +20,7 @@ from typing import Any
 from seetjax.envs.base import EpisodeTrace, StepCode, StepResult, ToolEnv
 from seetjax.envs.capabilities import GroundTruth, Hints, ReadsCalls, Rewindable, ScoresEpisodes
 from seetjax.envs.state_keys import state_key as env_state_key
+from seetjax.errors import invalid
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rewards import RewardConfig, assigned_rewards, progress_reward
 from seetjax.rollout.chat import Conversation, cap_observation
@@ -57,10 +58,10 @@ class EpisodeLimits:
                      "max_episode_tokens"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise ValueError(f"EpisodeLimits.{name}={value!r} must be an integer >= 1")
+                raise invalid(self, name, value, "must be an integer >= 1")
         if self.max_episode_tokens <= self.max_reply_tokens + 2:
-            raise ValueError(f"EpisodeLimits.max_episode_tokens={self.max_episode_tokens} must "
-                             f"exceed max_reply_tokens + 2 = {self.max_reply_tokens + 2}: the "
+            raise invalid(self, "max_episode_tokens", self.max_episode_tokens, "must exceed "
+                          f"max_reply_tokens + 2 = {self.max_reply_tokens + 2}: the "
                              "prompt needs room too")
 
 

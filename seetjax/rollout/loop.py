@@ -22,6 +22,7 @@ import numpy as np
 
 from seetjax.envs.capabilities import ScoresEpisodes
 from seetjax.envs.registry import make_env, spec_of
+from seetjax.errors import invalid
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rewards import RewardConfig, gaming_metrics
 from seetjax.rollout.episode import Episode, EpisodeLimits
@@ -76,8 +77,8 @@ class SamplerPolicy:
         """Samples with `params`, of weight `version`, from the next reply on: the cached rows
         (computed under the old weights) are recomputed before it."""
         if version <= self._version:
-            raise ValueError(f"SamplerPolicy.version={version}: must be above the current "
-                             f"version {self._version}")
+            raise invalid(self, "version", version, f"must be above the current version "
+                          f"{self._version}")
         self._params, self._version = params, int(version)
 
     def start(self, prompts: Sequence[Sequence[int]]) -> None:
@@ -133,7 +134,7 @@ class RolloutConfig:
     def __post_init__(self):
         spec_of(self.env)  # fails unless a registered environment's section
         if self.decode_chunk < 0:
-            raise ValueError(f"RolloutConfig.decode_chunk={self.decode_chunk}: must be >= 0 "
+            raise invalid(self, "decode_chunk", self.decode_chunk, "must be >= 0 "
                              "(0: each reply in one call)")
 
 

@@ -29,6 +29,7 @@ import numpy as np
 from seetjax.envs.qa_search import run as qa_search
 from seetjax.envs.qa_search.corpus import Hop, QATask
 from seetjax.envs.qa_search.env import QASearchEnv
+from seetjax.errors import invalid
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rollout.chat import reply_text
 from seetjax.rollout.coordinator import WORKER_ROLE, CoordinatorEnv
@@ -56,13 +57,13 @@ class MultiAgentConfig:
     def __post_init__(self):
         for name in ("enabled", "separate_params"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}={getattr(self, name)!r}: must be True or False")
+                raise invalid(self, name, getattr(self, name), "must be True or False")
         if not isinstance(self.max_rounds, int) or isinstance(self.max_rounds, bool) or \
                 self.max_rounds < 1:
-            raise ValueError(f"max_rounds={self.max_rounds!r}: must be an integer >= 1")
+            raise invalid(self, "max_rounds", self.max_rounds, "must be an integer >= 1")
         weight = self.sub_answer_weight
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight >= 0:
-            raise ValueError(f"sub_answer_weight={weight!r}: must be a number >= 0")
+            raise invalid(self, "sub_answer_weight", weight, "must be a number >= 0")
 
 
 class WorkerEnv(QASearchEnv):

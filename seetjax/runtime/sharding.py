@@ -16,6 +16,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from seetjax.errors import invalid
+
 MESH_AXES = ("data", "fsdp", "tensor")
 
 # logical axis -> mesh axes. Batch is split over data and fsdp (fsdp shards params AND batch).
@@ -35,15 +37,16 @@ def make_mesh(data: int = -1, fsdp: int = 1, tensor: int = 1,
     devices = list(jax.devices() if devices is None else devices)
     sizes = [data, fsdp, tensor]
     if sizes.count(-1) > 1:
-        raise ValueError(f"mesh: at most one of data/fsdp/tensor may be -1, got {sizes}")
+        raise invalid("make_mesh", "data, fsdp, tensor", tuple(sizes), "at most one may be -1")
     known = int(np.prod([s for s in sizes if s != -1]))
     if -1 in sizes:
         if len(devices) % known:
-            raise ValueError(f"mesh: {len(devices)} devices do not divide into {sizes}")
+            raise invalid("make_mesh", "data, fsdp, tensor", tuple(sizes),
+                          f"{len(devices)} devices do not divide into them")
         sizes[sizes.index(-1)] = len(devices) // known
     if int(np.prod(sizes)) != len(devices):
-        raise ValueError(f"mesh: data*fsdp*tensor = {int(np.prod(sizes))} but there are "
-                         f"{len(devices)} devices")
+        raise invalid("make_mesh", "data, fsdp, tensor", tuple(sizes),
+                      f"their product must be the {len(devices)} devices")
     grid = np.asarray(devices, dtype=object).reshape(sizes)
     return Mesh(grid, MESH_AXES)
 

@@ -25,6 +25,8 @@ from typing import Any
 
 import jax
 
+from seetjax.errors import invalid
+
 log = logging.getLogger(__name__)
 
 # The errnos of a write that found no room: the disk, or the user's quota, is full.
@@ -42,7 +44,7 @@ class DiskFull(OSError):
 def workdir_path(value: str | os.PathLike, flag: str = "workdir") -> Path:
     """`value` as a Path; ValueError naming `flag` when it is empty."""
     if not str(value).strip():
-        raise ValueError(f"{flag}={str(value)!r}: names no directory (an empty path would write "
+        raise invalid("flags", flag, str(value), "names no directory (an empty path would write "
                          "into the current one); give the run's directory")
     return Path(value)
 

@@ -8,6 +8,8 @@ import math
 import jax
 import jax.numpy as jnp
 
+from seetjax.errors import invalid
+
 
 @dataclasses.dataclass(frozen=True)
 class SamplingParams:
@@ -23,11 +25,11 @@ class SamplingParams:
 
     def __post_init__(self):
         if self.temperature < 0:
-            raise ValueError(f"SamplingParams.temperature must be >= 0, got {self.temperature}")
+            raise invalid(self, "temperature", self.temperature, "must be >= 0")
         if self.top_k < 0:
-            raise ValueError(f"SamplingParams.top_k must be >= 0, got {self.top_k}")
+            raise invalid(self, "top_k", self.top_k, "must be >= 0")
         if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p}")
+            raise invalid(self, "top_p", self.top_p, "must be in (0, 1]")
 
     @property
     def greedy(self) -> bool:

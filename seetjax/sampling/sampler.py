@@ -22,6 +22,7 @@ import numpy as np
 from flax import nnx, struct
 from jax.sharding import Mesh
 
+from seetjax.errors import invalid
 from seetjax.models.transformer import KVCache, Transformer
 from seetjax.runtime import sharding
 from seetjax.sampling.next_token import SamplingParams, sample_next_token
@@ -136,9 +137,10 @@ class Sampler:
                  min_chunk: int = 16, max_chunk: int = 512, min_slots: int = 128,
                  min_steps: int = 16, max_score_bytes: int = 1 << 28):
         if bucket(max_chunk) != max_chunk or bucket(min_chunk) != min_chunk:
-            raise ValueError("Sampler: min_chunk and max_chunk must be powers of two")
+            raise invalid(self, "min_chunk, max_chunk", (min_chunk, max_chunk),
+                          "must be powers of two")
         if max_score_bytes <= 0:
-            raise ValueError(f"Sampler: max_score_bytes={max_score_bytes} must be positive")
+            raise invalid(self, "max_score_bytes", max_score_bytes, "must be positive")
         graphdef = nnx.graphdef(model)
         self.pad_id = int(pad_id)
         self.mesh = mesh

@@ -20,6 +20,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from seetjax.errors import invalid
 from seetjax.seet.fpld import as_call
 from seetjax.tools.calls import ToolCall
 
@@ -78,7 +79,7 @@ class AnchorPool:
 
     def __init__(self, capacity: int = 4, max_age: int | None = None):
         if capacity < 1:
-            raise ValueError(f"anchor pool: capacity must be >= 1, got {capacity}")
+            raise invalid(self, "capacity", capacity, "must be >= 1")
         self.capacity, self.max_age = capacity, max_age
         self._anchors: dict[tuple[str, int, str], list[Anchor]] = {}
 

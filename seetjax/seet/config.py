@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from seetjax.errors import invalid
+
 EnvMode = Literal["augmented", "standard"]
 TrainingContext = Literal["keep", "mask", "drop"]
 ENV_MODES = ("augmented", "standard")
@@ -82,18 +84,18 @@ class StageConfig:
 
 def validate_stage(stage: StageConfig) -> None:
     """Raises ValueError naming the field."""
-    where = f"seet stage {stage.stage}"
+    where = f"(seet stage {stage.stage})"
     if stage.env_mode not in ENV_MODES:
-        raise ValueError(f"{where}: env_mode={stage.env_mode!r} not in {ENV_MODES}")
+        raise invalid(stage, "env_mode", stage.env_mode, f"one of {ENV_MODES} {where}")
     if stage.training_context not in TRAINING_CONTEXTS:
-        raise ValueError(f"{where}: training_context={stage.training_context!r} not in "
-                         f"{TRAINING_CONTEXTS}")
+        raise invalid(stage, "training_context", stage.training_context,
+                      f"one of {TRAINING_CONTEXTS} {where}")
     for name in ("retry_budget", "interception_budget"):
         if getattr(stage, name) < 0:
-            raise ValueError(f"{where}: {name} must be >= 0, got {getattr(stage, name)}")
+            raise invalid(stage, name, getattr(stage, name), f"must be >= 0 {where}")
     for name in ("retry_probability_start", "retry_probability_end"):
         if not 0.0 <= getattr(stage, name) <= 1.0:
-            raise ValueError(f"{where}: {name} must be in [0, 1], got {getattr(stage, name)}")
+            raise invalid(stage, name, getattr(stage, name), f"must be in [0, 1] {where}")
 
 
 # The standard environment with none of SEET's mechanics (no retries, hints, marker, interception

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from seetjax.config.fields import as_dataclass
+from seetjax.errors import invalid
 from seetjax.seet.config import StageConfig
 
 STAGE_KEYS = ("stage1", "stage2", "stage3", "stage4")
@@ -36,9 +37,10 @@ class Transition:
 
     def __post_init__(self):
         if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"transition: max_steps must be >= 1 or None, got {self.max_steps}")
+            raise invalid(self, "max_steps", self.max_steps, "must be >= 1 or None")
         if (self.metric is None) != (self.threshold is None):
-            raise ValueError("transition: metric and threshold go together")
+            raise invalid(self, "threshold", self.threshold, f"goes with metric={self.metric!r}: both "
+                          "or neither")
 
 
 def configured_stages(seet: Any) -> tuple[tuple[StageConfig, ...], tuple[Transition, ...]]:
@@ -47,7 +49,7 @@ def configured_stages(seet: Any) -> tuple[tuple[StageConfig, ...], tuple[Transit
     runs until the end. A bad field fails naming it (`config.seet.stage2.steps: ...`)."""
     start = seet.start_stage
     if start not in (1, 2, 3, 4):
-        raise ValueError(f"config.seet.start_stage={start}: must be 1, 2, 3 or 4")
+        raise invalid("config.seet", "start_stage", start, "must be 1, 2, 3 or 4")
     stages, transitions = [], []
     for key in STAGE_KEYS[start - 1:]:
         section = seet[key].to_dict()
@@ -61,7 +63,7 @@ def configured_stages(seet: Any) -> tuple[tuple[StageConfig, ...], tuple[Transit
         transitions.append(as_dataclass(Transition, moves, f"seet.{key}"))
         if key != STAGE_KEYS[-1] and moves["max_steps"] is None and moves["metric"] is None \
                 and not seet.single_stage:
-            raise ValueError(f"config.seet.{key}.steps={seet[key].steps!r}: a stage before the "
+            raise invalid(f"config.seet.{key}", "steps", seet[key].steps, "a stage before the "
                              "last needs steps or until_metric, or it would never end")
     transitions[-1] = Transition(None)
     if seet.single_stage:
@@ -84,9 +86,10 @@ class Curriculum:
 
     def __init__(self, stages: Sequence[StageConfig], transitions: Sequence[Transition]):
         if len(stages) != len(transitions) or not stages:
-            raise ValueError(f"curriculum: {len(stages)} stages but {len(transitions)} transitions")
+            raise invalid(self, "transitions", len(transitions), f"one per stage ({len(stages)} stages, "
+                          ">= 1)")
         if any(t.max_steps is None and t.metric is None for t in transitions[:-1]):
-            raise ValueError("curriculum: only the last stage may last forever")
+            raise invalid(self, "transitions", transitions, "only the last stage may last forever")
         self.stages = tuple(stages)
         self.transitions = tuple(transitions)
         self.index = 0

@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from seetjax.errors import invalid
 from seetjax.tools.calls import ParseError, ToolCall, parse_python_calls
 from seetjax.tools.schema import ToolSchema
 
@@ -109,7 +110,7 @@ def first_divergence(failed_calls: Sequence[CallLike], anchor_calls: Sequence[Ca
     keys_f = [_call_key(c, strings) for c in failed]
     keys_a = [_call_key(c, strings) for c in anchor]
     if match not in ("identity", "position"):
-        raise ValueError(f"match must be 'identity' or 'position', got {match!r}")
+        raise invalid("first_divergence", "match", match, "one of 'identity', 'position'")
     # anchor index -> failed index matched by identity
     partner = _identity_partners(keys_f, keys_a) if match == "identity" else {}
     free_f = [i for i in range(len(failed)) if i not in partner.values()]

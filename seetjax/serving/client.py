@@ -29,6 +29,7 @@ from typing import Any
 from seetjax.envs.bfcl.data import BfclTask
 from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.envs.bfcl.single_turn import SingleTurnTask
+from seetjax.errors import invalid, require
 from seetjax.eval.evaluate import EVAL_STAGE, SplitReport, reads_the_same, report
 from seetjax.eval.single_turn_eval import prompts
 from seetjax.models.tokenizer import Tokenizer
@@ -59,14 +60,14 @@ class EndpointConfig:
 
     def __post_init__(self):
         if not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"EndpointConfig.url={self.url!r} must be an http(s):// URL")
+            raise invalid(self, "url", self.url, "must be an http(s):// URL")
         if not self.model:
-            raise ValueError("EndpointConfig.model must name the endpoint's model")
-        if self.concurrency < 1 or self.max_retries < 0 or self.temperature < 0:
-            raise ValueError("EndpointConfig: concurrency >= 1, max_retries >= 0, "
-                             "temperature >= 0")
+            raise invalid(self, "model", self.model, "must name the endpoint's model")
+        for name, least in (("concurrency", 1), ("max_retries", 0), ("temperature", 0)):
+            require(getattr(self, name) >= least, self, name, getattr(self, name),
+                    f"must be >= {least}")
         if self.tool_messages not in ("tool", "user"):
-            raise ValueError("EndpointConfig.tool_messages must be 'tool' or 'user'")
+            raise invalid(self, "tool_messages", self.tool_messages, "one of 'tool', 'user'")
 
 
 class EndpointPolicy:

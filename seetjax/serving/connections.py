@@ -13,6 +13,8 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from seetjax.errors import invalid
+
 logger = logging.getLogger(__name__)
 
 IDLE_TIMEOUT_S = 10.0
@@ -79,7 +81,7 @@ def uvicorn_config(app: ASGIApp, *, host: str = "127.0.0.1", port: int = 8000,
     requests in flight get `drain_timeout_s` to finish, then are cancelled (their rows freed)."""
     for name, value in (("idle_timeout_s", idle_timeout_s), ("drain_timeout_s", drain_timeout_s)):
         if not value > 0:
-            raise ValueError(f"uvicorn_config.{name}={value!r} must be > 0")
+            raise invalid("uvicorn_config", name, value, "must be > 0")
     return uvicorn.Config(app, host=host, port=port, http=BoundedH11Protocol,
                           timeout_keep_alive=idle_timeout_s,
                           timeout_graceful_shutdown=drain_timeout_s,

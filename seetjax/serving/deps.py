@@ -10,6 +10,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from seetjax.errors import invalid, require
 from seetjax.serving.chat import ChatFormat, TokenText
 from seetjax.serving.engine import Engine
 from seetjax.serving.errors import APIError
@@ -30,9 +31,9 @@ class ServerConfig:
 
     def __post_init__(self):
         if not self.model_name:
-            raise ValueError("ServerConfig.model_name must be non-empty")
-        if self.max_request_bytes < 1 or self.max_tokens_limit < 1:
-            raise ValueError("ServerConfig.max_request_bytes and max_tokens_limit must be >= 1")
+            raise invalid(self, "model_name", self.model_name, "must be non-empty")
+        for name in ("max_request_bytes", "max_tokens_limit"):
+            require(getattr(self, name) >= 1, self, name, getattr(self, name), "must be >= 1")
 
 
 class Server:

@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from seetjax.errors import invalid, require
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.models.transformer import Transformer
 from seetjax.sampling.sampler import Sampler
@@ -96,12 +97,13 @@ class Engine:
                  max_context: int | None = None, prefix_cache_tokens: int = 32_768,
                  min_prefix_tokens: int = 16, batching: str = "continuous",
                  sampler: Sampler | None = None):
-        if (max_batch < 1 or chunk_steps < 1 or min_prefix_tokens < 1 or max_queue < 0
-                or prefix_cache_tokens < 0):
-            raise ValueError("Engine: max_batch, chunk_steps and min_prefix_tokens must be >= 1, "
-                             "max_queue and prefix_cache_tokens >= 0")
+        for name, value, least in (("max_batch", max_batch, 1), ("chunk_steps", chunk_steps, 1),
+                                   ("min_prefix_tokens", min_prefix_tokens, 1),
+                                   ("max_queue", max_queue, 0),
+                                   ("prefix_cache_tokens", prefix_cache_tokens, 0)):
+            require(value >= least, self, name, value, f"must be >= {least}")
         if batching not in ("continuous", "static"):
-            raise ValueError(f"Engine: batching must be 'continuous' or 'static', not {batching!r}")
+            raise invalid(self, "batching", batching, "one of 'continuous', 'static'")
         self.model, self.tokenizer = model, tokenizer
         self._params = params if params is not None else nnx.state(model)
         self._version = 0
@@ -186,8 +188,8 @@ class Engine:
         with self._lock:
             current = self._update[1] if self._update else self._version
             if version <= current:
-                raise ValueError(f"Engine.weight_version={version}: must be above the current "
-                                 f"version {current}")
+                raise invalid(self, "weight_version", version, "must be above the current version "
+                              f"{current}")
             self._update = (params, int(version))
             self._lock.notify_all()
             if self._thread is None or not self._thread.is_alive():

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import jax
 import numpy as np
 
+from seetjax.errors import invalid
+
 if TYPE_CHECKING:
     from seetjax.serving.token_fsm import TokenFSM
 
@@ -67,7 +69,7 @@ class GenerationParams:
                    "non-empty strings")]
         for name, ok, rule in checks:
             if not ok:
-                raise ValueError(f"GenerationParams.{name}={getattr(self, name)!r} must be {rule}")
+                raise invalid(self, name, getattr(self, name), f"must be {rule}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,6 +8,8 @@ import bisect
 import collections
 import time
 
+from seetjax.errors import invalid
+
 # Seconds; Prometheus' histogram buckets (upper bounds, +Inf implied).
 TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -17,7 +19,7 @@ class Histogram:
 
     def __init__(self, buckets: tuple[float, ...] = TTFT_BUCKETS):
         if list(buckets) != sorted(buckets) or not buckets:
-            raise ValueError(f"Histogram.buckets={buckets!r}: must be increasing, non-empty")
+            raise invalid(self, "buckets", buckets, "must be increasing, non-empty")
         self.buckets = buckets
         self.counts = [0] * (len(buckets) + 1)  # the last: above every bound
         self.count, self.sum = 0, 0.0

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from seetjax.errors import invalid
 from seetjax.sampling.sampler import bucket
 from seetjax.serving.json_grammar import NFA
 
@@ -30,7 +31,7 @@ class Vocabulary:
 
     def __init__(self, texts: Sequence[str | None], stop_ids: Sequence[int], size: int):
         if size < len(texts):
-            raise ValueError(f"Vocabulary.size={size}: below the {len(texts)} token texts")
+            raise invalid(self, "size", size, f"below the {len(texts)} token texts")
         self.size, self.stop_ids = size, tuple(stop_ids)
         self.root = _Trie()
         for token, text in enumerate(texts):

@@ -21,6 +21,7 @@ from seetjax.envs.qa_search.run import NAME as QA_SOURCE
 from seetjax.envs.qa_search.run import QASearchRunConfig
 from seetjax.envs.qa_search.run import check_split as qa_check_split
 from seetjax.envs.task_source import SOURCES, source_of
+from seetjax.errors import invalid
 from seetjax.learner.config import learner_config
 from seetjax.models.hf import load_options
 from seetjax.rollout.multi_agent import MultiAgentConfig
@@ -156,17 +157,16 @@ def check_copy_circuit(config: ml_collections.ConfigDict) -> None:
     circuit = config.copy_circuit
     for name in ("install", "hold"):
         if not isinstance(circuit[name], bool):
-            raise ValueError(f"config.copy_circuit.{name}={circuit[name]!r}: must be True or "
-                             "False")
+            raise invalid("config.copy_circuit", name, circuit[name], "must be True or False")
     if not isinstance(circuit.rows, int) or isinstance(circuit.rows, bool) or circuit.rows < 0:
-        raise ValueError(f"config.copy_circuit.rows={circuit.rows!r}: must be an integer >= 0")
+        raise invalid("config.copy_circuit", "rows", circuit.rows, "must be an integer >= 0")
     if circuit.install and (circuit.rows >= config.data.batch_size
                             or circuit.rows % jax.process_count()):
-        raise ValueError(f"config.copy_circuit.rows={circuit.rows}: must be below "
+        raise invalid("config.copy_circuit", "rows", circuit.rows, "must be below "
                          f"data.batch_size={config.data.batch_size} (the dialogs' rows are the "
                          f"rest) and a multiple of the {jax.process_count()} processes")
     if circuit.install and config.learner.lora.rank:
-        raise ValueError("config.copy_circuit.install=True with config.learner.lora: the circuit "
+        raise invalid("config.copy_circuit", "install", True, "with config.learner.lora: the circuit "
                          "is written into (and held in) the base weights LoRA freezes; train in "
                          "full")
 
@@ -178,7 +178,8 @@ def stage_groups(data: ml_collections.ConfigDict) -> list[str]:
         data.source, data.categories)
     groups = [g.strip() for g in (data.stages or default).split(";") if g.strip()]
     if not groups:
-        raise ValueError("config.data: no dialogs named (set categories, paths or stages)")
+        raise invalid("config.data", "stages", data.stages,
+                      "no dialogs named (set categories, paths or stages)")
     return groups
 
 
@@ -224,8 +225,8 @@ def check_qa_source(data: ml_collections.ConfigDict) -> None:
         return
     rounds = team_config(data).max_rounds
     if section.corpus == "world" and rounds <= section.max_hops:
-        raise ValueError(
-            f"config.data.multi_agent.max_rounds={rounds}: the oracle team delegates each of up "
+        raise invalid(
+            "config.data.multi_agent", "max_rounds", rounds, "the oracle team delegates each of up "
             f"to data.qa_search.max_hops={section.max_hops} hops in a reply of its own, then "
             f"answers; needs >= {section.max_hops + 1}")
 
@@ -236,7 +237,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
     load_options(config.model)
     data = config.data
     if data.source not in (*SOURCES, "jsonl", QA_SOURCE, TEAM_SOURCE):
-        raise ValueError(f"config.data.source={data.source!r}: one of "
+        raise invalid("config.data", "source", data.source, "one of "
                          f"{(*SOURCES, 'jsonl', QA_SOURCE, TEAM_SOURCE)}")
     if data.source in (QA_SOURCE, TEAM_SOURCE):
         check_qa_source(data)
@@ -253,26 +254,26 @@ def validate(config: ml_collections.ConfigDict) -> None:
     if section.selection or section.retrieval:
         checked_field("data.prompt_style", lambda: env_config(data))
     if data.max_len > data.seq_len:
-        raise ValueError(f"config.data.max_len={data.max_len} > seq_len={data.seq_len}: a "
-                         "dialog must fit in a row")
+        raise invalid("config.data", "max_len", data.max_len, f"must be <= seq_len={data.seq_len} "
+                      "(a dialog must fit in a row)")
     cap = data.max_observation_tokens
     if not isinstance(cap, int) or isinstance(cap, bool) or cap < 0:
-        raise ValueError(f"config.data.max_observation_tokens={cap!r}: must be an integer >= 0 "
+        raise invalid("config.data", "max_observation_tokens", cap, "must be an integer >= 0 "
                          "(0: observations kept whole)")
     weight = data.final_reply_weight
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not (
             np.isfinite(weight) and weight > 0):
-        raise ValueError(f"config.data.final_reply_weight={weight!r}: must be a finite number > 0 "
+        raise invalid("config.data", "final_reply_weight", weight, "must be a finite number > 0 "
                          "(1: the final reply weighs as every other reply token)")
     stage_groups(data)
     check_copy_circuit(config)
     pipeline_config(config, 0, 0)
     coreset_config(config, 0)
     if not 0.0 <= config.replay.ratio < 1.0:
-        raise ValueError(f"config.replay.ratio={config.replay.ratio}: must be in [0, 1)")
+        raise invalid("config.replay", "ratio", config.replay.ratio, "must be in [0, 1)")
     if config.replay.capacity:
         ReplayBuffer(config.replay.capacity, config.replay.policy)
     learner_config(config.learner.to_dict())
     for name in ("steps", "log_every", "checkpoint_every", "keep_checkpoints"):
         if config.train[name] < 1:
-            raise ValueError(f"config.train.{name}={config.train[name]}: must be >= 1")
+            raise invalid("config.train", name, config.train[name], "must be >= 1")

@@ -38,6 +38,7 @@ from seetjax.data.scoring import ModelScorer
 from seetjax.data.single_turn_dialogs import SingleTurnReport, single_turn_dialogs
 from seetjax.envs.qa_search.run import NAME as QA_SOURCE
 from seetjax.envs.task_source import source_of
+from seetjax.errors import invalid
 from seetjax.learner import create_learner, learner_config
 from seetjax.learner.checkpoint import Checkpointer
 from seetjax.models.copy_circuit import copy_batch_rows, held_columns, install_copy_circuit
@@ -109,7 +110,7 @@ def load_single_turn(config: ml_collections.ConfigDict
 def model_directory(path: str) -> Path:
     """`config.model.path`, which an SFT run takes resolved: an HF checkpoint directory."""
     if not path or not Path(path).is_dir():  # Path("") is the working directory
-        raise ValueError(f"config.model.path={path!r}: an SFT run starts from an HF checkpoint "
+        raise invalid("config.model", "path", path, "an SFT run starts from an HF checkpoint "
                          "directory; resolve names such as '' or 'embedded:base' first "
                          "(seetjax.defaults.base_model.resolve_model_path)")
     return Path(path)

@@ -20,6 +20,8 @@ from typing import Any, Literal
 from bfcl_eval.constants import default_prompts
 from bfcl_eval.constants.type_mappings import GORILLA_TO_OPENAPI, GORILLA_TO_PYTHON
 
+from seetjax.errors import invalid
+
 PromptStyle = Literal["bfcl", "native", "compact"]
 PROMPT_STYLES: tuple[str, ...] = ("bfcl", "native", "compact")
 
@@ -102,7 +104,8 @@ def compact_system_prompt(docs: Sequence[Mapping[str, Any]], call_format: str = 
         how = ('To call a tool, reply with <tool_call>{"name": "tool_a", "arguments": {"x": 1}}'
                "</tool_call>, one block per call.")
     else:
-        raise ValueError(f"compact prompts use the python or hermes call format, not {call_format!r}")
+        raise invalid("compact_system_prompt", "call_format", call_format,
+                      "one of 'python', 'hermes'")
     return ("You are an agent that completes the user's requests with the tools below. "
             f"{how} Keep calling tools until the request is done, then reply in plain text. If no "
             "tool fits or a required value is missing, say so in plain text.\n\nTools:\n"
@@ -133,7 +136,7 @@ def functions_listing(docs: Sequence[Mapping[str, Any]], style: str,
         return "\n".join(json.dumps(t["function"], ensure_ascii=False) for t in native_tools(docs))
     if style == "compact":
         return compact_signatures(docs, description_chars)
-    raise ValueError(f"unknown prompt style {style!r}; one of {PROMPT_STYLES}")
+    raise invalid("functions_listing", "style", style, f"one of {PROMPT_STYLES}")
 
 
 def _python_type(spec: Mapping[str, Any]) -> str:

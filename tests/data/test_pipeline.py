@@ -159,7 +159,7 @@ def test_replay_ratio_is_observed(ratio):
 
 @pytest.mark.parametrize("field, value, message", [
     ("seq_len", 0, "seq_len=0"), ("replay_ratio", 1.0, "replay_ratio=1.0"),
-    ("task_weights", {"chitchat": 1.0}, "unknown task type 'chitchat'"),
+    ("task_weights", {"chitchat": 1.0}, "task_weights.chitchat=1.0: unknown task type"),
     ("task_weights", {"tool_selection": -1.0}, "tool_selection=-1.0"),
     ("packing_bins", -1, "packing_bins=-1"),
 ])

@@ -101,8 +101,8 @@ def test_the_qa_team_source_is_validated_with_its_field_named():
     config.env.max_hops = 1
     validate(sft)
     for name, value, message in (
-            ("max_rounds", 0, r"config\.data\.multi_agent: max_rounds=0"),
-            ("rounds", 2, r"config\.data\.multi_agent: unknown field\(s\) \['rounds'\]")):
+            ("max_rounds", 0, r"config\.data\.multi_agent: MultiAgentConfig\.max_rounds=0"),
+            ("rounds", 2, r"config\.data\.multi_agent\.rounds=2: unknown field\(s\) \['rounds'\]")):
         bad = load_config_file("configs/qa_multi_agent.py").sft.run
         bad.data.multi_agent[name] = value
         with pytest.raises(ValueError, match=message):

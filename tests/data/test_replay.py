@@ -57,7 +57,7 @@ def test_state_round_trips_through_json(policy):
 def test_bad_settings_fail():
     with pytest.raises(ValueError, match="capacity=0"):
         ReplayBuffer(0)
-    with pytest.raises(ValueError, match="policy 'lru'"):
+    with pytest.raises(ValueError, match="ReplayBuffer.policy='lru': one of"):
         ReplayBuffer(3, "lru")
 
 

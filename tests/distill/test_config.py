@@ -30,7 +30,8 @@ def _set(raw, path, value):
     (("teacher_pool", 0, "api_key_env"), "SEETJAX_TEST_UNSET_KEY",
      "teacher_pool[0].api_key_env: $SEETJAX_TEST_UNSET_KEY is not set (endpoint 'oracle')"),
     (("scenarios", 0, "family"), "nope", "scenarios[0].family: unknown family 'nope'"),
-    (("scenarios", 0, "params"), {"bogus": 1}, "scenarios[0].params: telecom takes"),
+    (("scenarios", 0, "params"), {"bogus": 1}, "scenarios[0].params: ScenarioSpec.params={'bogus': 1}: "
+     "family 'telecom' takes"),
     (("scenarios", 0, "quota"), -1, "scenarios[0].quota"),
     (("concurrency",), {"max_workers": 0}, "concurrency.max_workers"),
     (("teachers",), [], "teachers: Extra inputs are not permitted"),

@@ -172,7 +172,7 @@ def test_run_config_errors_name_the_env_field():
     config = load_config_file(Path(__file__).resolve().parents[2] / "configs" / "tiny.py")
     config.env.tool_retrieval = "bm25"
     config.env.tool_retrieval_k = 0
-    with pytest.raises(ValueError, match="config.env: tool_retrieval_k=0"):
+    with pytest.raises(ValueError, match="config.env: BfclEnvConfig.tool_retrieval_k=0"):
         build_plan(config)
     config.env.tool_retrieval_k = 5
     assert build_plan(config).rollout.env.retrieval.k == 5

@@ -74,5 +74,5 @@ def test_bad_copy_circuit_settings_are_named():
         validate(config)
     config = _config()
     config.learner.lora.rank = 4
-    with pytest.raises(ValueError, match="copy_circuit.install=True with config.learner.lora"):
+    with pytest.raises(ValueError, match="copy_circuit.install=True: with config.learner.lora"):
         validate(config)

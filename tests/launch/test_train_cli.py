@@ -63,7 +63,7 @@ def test_an_infinity_that_means_something_is_kept():
     ("data.generated.state_size", 0, "Difficulty.state_size=0"),
     ("env.max_steps_per_turn", 0, "BfclEnvConfig.max_steps_per_turn=0"),
     ("learner.counterfactual_weight", -1.0, "learner.counterfactual_weight=-1.0"),
-    ("sft.run.data.single_turn.retrieval_k", 0, "data.single_turn: retrieval_k=0"),
+    ("sft.run.data.single_turn.retrieval_k", 0, "data.single_turn: single_turn.retrieval_k=0"),
     ("seet.stage2.steps", 0, "config.seet.stage2.steps=0"),
 ])
 def test_values_once_refused_without_their_field_name_it(path, value, message):

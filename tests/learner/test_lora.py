@@ -69,7 +69,7 @@ def test_merge_stores_the_parameter_dtype_and_matches_the_forward_math(dtype, at
     ({"rank": 4, "targets": "q_proj,qkv"}, "LoRAConfig.targets"),
     ({"rank": 4, "targets": ""}, "LoRAConfig.targets"),
     ({"rank": 0, "alpha": 0.0}, "LoRAConfig.alpha"),  # off, yet still checked
-    ({"rank": 4, "drop": 0.1}, "LoRAConfig has no field 'drop'")])
+    ({"rank": 4, "drop": 0.1}, "LoRAConfig.drop=0.1: no such field")])
 def test_bad_lora_fields_are_named(fields, message):
     with pytest.raises(ValueError, match=message):
         learner_config({"algorithm": "sft", "lora": fields})

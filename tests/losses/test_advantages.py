@@ -344,7 +344,7 @@ def test_credit_to_trained_moves_each_reward_to_the_trained_token_before_it():
 def test_configs_validate_and_name_fields():
     with pytest.raises(ValueError, match=r"GRPOAdvantageConfig.std='max'"):
         make_config("grpo", {"std": "max"}, kind="advantage")
-    with pytest.raises(ValueError, match="no field 'lamda'"):
+    with pytest.raises(ValueError, match="GAEConfig.lamda=0.9: no such field"):
         make_config("gae", {"lamda": 0.9}, kind="advantage")
     with pytest.raises(KeyError, match="registered"):
         make_config("vtrace", kind="advantage")

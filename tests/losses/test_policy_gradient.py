@@ -136,5 +136,5 @@ def test_config_validation_names_the_field():
         PolicyGradientConfig(aggregation="seq-mean-token-sum-norm")
     with pytest.raises(ValueError, match=r"PolicyGradientConfig.dual_clip=0.5"):
         make_config("policy_gradient", {"dual_clip": 0.5})
-    with pytest.raises(ValueError, match="no field 'clip_ratio'"):
+    with pytest.raises(ValueError, match="PolicyGradientConfig.clip_ratio=0.2: no such field"):
         make_config("policy_gradient", {"clip_ratio": 0.2})

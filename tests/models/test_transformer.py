@@ -130,7 +130,7 @@ def test_auto_attention_is_xla_on_cpu_and_cudnn_there_names_the_field():
     for dtype in ("float32", "bfloat16"):
         assert not uses_cudnn_attention(CFG.replace(dtype=dtype))  # "auto" on a CPU
     cudnn = Transformer(CFG.replace(attention_impl="cudnn", dtype="bfloat16"), rngs=nnx.Rngs(0))
-    with pytest.raises(ValueError, match="attention_impl='cudnn' needs a GPU"):
+    with pytest.raises(ValueError, match="ModelConfig.attention_impl='cudnn': needs a GPU"):
         cudnn(tokens, positions_from_mask(tokens), tokens)
 
 

@@ -27,16 +27,16 @@ def test_k_is_capped_at_the_corpus_size_and_bad_shapes_are_named(index):
     built = index(np.eye(3))
     rows, _ = built.search(np.eye(3), 10)
     assert rows.shape == (3, 3) and rows[:, 0].tolist() == [0, 1, 2]
-    with pytest.raises(ValueError, match=rf"{name}.search: queries of shape \(2, 4\), "
-                                         r"expected \[Q, 3\]"):
+    with pytest.raises(ValueError, match=rf"{name}.search.queries.shape=\(2, 4\): must be "
+                                         r"\[Q, 3\]"):
         built.search(np.ones((2, 4)), 1)
-    with pytest.raises(ValueError, match=rf"{name}.search: queries of shape \(3,\)"):
+    with pytest.raises(ValueError, match=rf"{name}.search.queries.shape=\(3,\)"):
         built.search(np.ones(3), 1)
-    with pytest.raises(ValueError, match="k=0 must be >= 1"):
+    with pytest.raises(ValueError, match=rf"{name}.search.k=0: must be >= 1"):
         built.search(np.eye(3), 0)
-    with pytest.raises(ValueError, match=rf"{name}: vectors must be a non-empty \[N, D\] array"):
+    with pytest.raises(ValueError, match=rf"{name}.vectors.shape=\(0, 3\): must be a non-empty \[N, D\]"):
         index(np.zeros((0, 3)))
-    with pytest.raises(ValueError, match=r"got shape \(4,\)"):
+    with pytest.raises(ValueError, match=r"vectors.shape=\(4,\)"):
         index(np.ones(4))
 
 

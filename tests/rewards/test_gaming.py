@@ -138,9 +138,9 @@ def test_shaped_scores_an_unproductive_turn_as_one_plain_answer():
 
 def test_shaping_refuses_code_values_that_pay_for_activity():
     for name in ("clean_call", "no_call", "execution_error", "format_error"):
-        with pytest.raises(ValueError, match=rf"{name}=0.1 must be <= 0"):
+        with pytest.raises(ValueError, match=rf"ShapingConfig.{name}=0.1: must be <= 0"):
             ShapingConfig(**{name: 0.1})
-    with pytest.raises(ValueError, match="no_progress_as_silence=1 must be a bool"):
+    with pytest.raises(ValueError, match="ShapingConfig.no_progress_as_silence=1: must be a bool"):
         ShapingConfig(no_progress_as_silence=1)
 
 

@@ -305,16 +305,18 @@ def test_a_cut_off_episode_pays_its_timeout_at_its_end(tokenizer):
 # ---- the run config ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("override,message", [
-    (("kind", "sparse"), r"config.reward: kind='sparse' must be one of \('progress', 'agent', "),
-    (("agent", "completion_mode", "all"), "config.reward.agent: completion_mode must be"),
+    (("kind", "sparse"), r"config.reward: RewardConfig.kind='sparse': one of \('progress', 'agent', "),
+    (("agent", "completion_mode", "all"), "config.reward.agent: AgentRewardConfig.completion_mode='all': "
+     "one of"),
     (("agent", "timeout_penalty", float("nan")),
      "config.reward.agent.timeout_penalty=nan: must be a finite number"),
     (("shaping", "timeout", float("inf")),
      "config.reward.shaping.timeout=inf: must be a finite number"),
     (("shaping", "turn_penalty_floor", 0.2),
-     r"config.reward.shaping: turn_penalty_floor=0.2 must be <= 0"),
+     r"config.reward.shaping: ShapingConfig.turn_penalty_floor=0.2: must be <= 0"),
     (("shaping", "clean_call", 0.1),
-     r"config.reward.shaping: clean_call=0.1 must be <= 0: a positive code value pays"),
+     r"config.reward.shaping: ShapingConfig.clean_call=0.1: must be <= 0: a positive code "
+     r"value pays"),
 ])
 def test_bad_reward_fields_fail_with_the_field_named(override, message):
     config = load_config_file(ROOT / "configs" / "tiny.py")
@@ -331,11 +333,12 @@ def test_unknown_reward_fields_and_shaped_dpo_are_refused():
     config = load_config_file(ROOT / "configs" / "tiny.py")
     with config.reward.shaping.unlocked():
         config.reward.shaping.bonus = 1.0
-    with pytest.raises(ValueError, match=r"config.reward.shaping: unknown field\(s\) \['bonus'\]"):
+    with pytest.raises(ValueError, match=r"config.reward.shaping.bonus=1.0: unknown field\(s\) \['bonus'\]"):
         build_plan(config)
     config = load_config_file(ROOT / "configs" / "dpo.py")
     config.reward.kind = "shaped"
-    with pytest.raises(ValueError, match="config.reward.kind='shaped' with learner.algorithm='dpo'"):
+    with pytest.raises(ValueError, match="config.reward.kind='shaped': with learner.algorithm="
+                                         "'dpo'"):
         build_plan(config)
     config.reward.kind = "agent"  # an episode reward ranks DPO's pairs
     assert build_plan(config).rollout.reward.kind == "agent"

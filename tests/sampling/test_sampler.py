@@ -157,7 +157,7 @@ def test_bad_arguments_are_refused(model, params, sampler):
         sampler.select(seqs, [3])
     with pytest.raises(ValueError, match="stop-id lists"):
         sampler.generate(params, seqs, jax.random.key(0), 4, [[1], [2]])
-    with pytest.raises(ValueError, match="max_score_bytes=0 must be positive"):
+    with pytest.raises(ValueError, match="Sampler.max_score_bytes=0: must be positive"):
         Sampler(model, pad_id=0, max_score_bytes=0)
 
 

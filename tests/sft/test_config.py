@@ -12,7 +12,7 @@ from tests.launch.flagcheck import assert_flag_errors
 
 @pytest.mark.parametrize("field, value, message", [
     ("data.source", "csv", "config.data.source='csv'"),
-    ("data.max_len", 4096, "max_len=4096 > seq_len=2048"),
+    ("data.max_len", 4096, "max_len=4096: must be <= seq_len=2048"),
     ("data.max_observation_tokens", -1, "config.data.max_observation_tokens=-1"),
     ("data.final_reply_weight", 0.0, "config.data.final_reply_weight=0.0"),
     ("data.categories", " ", "no dialogs named"),
@@ -41,9 +41,9 @@ def test_default_config_is_valid_and_stages_split():
 
 
 @pytest.mark.parametrize("name, value, message", [
-    ("selection", -2, "config.data.single_turn: selection=-2"),
-    ("categories", "simple,live_relevance", "config.data.single_turn: categories="),
-    ("retrieval_k", 0, "config.data.single_turn: retrieval_k=0"),
+    ("selection", -2, "config.data.single_turn: single_turn.selection=-2"),
+    ("categories", "simple,live_relevance", "config.data.single_turn: single_turn.categories="),
+    ("retrieval_k", 0, "config.data.single_turn: single_turn.retrieval_k=0"),
 ])
 def test_bad_single_turn_settings_fail_naming_the_section(name, value, message):
     config = get_config()

@@ -24,6 +24,7 @@ from bfcl_eval.constants.executable_backend_config import (
     STATELESS_CLASSES,
 )
 
+from seetjax.errors import invalid
 from seetjax.tools.calls import ParseError, ToolCall, parse_python_calls
 from seetjax.tools.executor import ToolExecutor
 from seetjax.tools.schema import ToolSchema
@@ -65,7 +66,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def load_category(category: str) -> tuple[dict[str, Any], ...]:
     """Raw entries of multi-turn `category`, each with its `ground_truth` (call strings per turn)."""
     if category not in CATEGORIES:
-        raise ValueError(f"unknown BFCL multi-turn category {category!r}; one of {CATEGORIES}")
+        raise invalid("load_category", "category", category, f"one of {CATEGORIES}")
     name = f"BFCL_v4_multi_turn_{category}.json"
     answer_file = data_dir() / "possible_answer" / name
     answers = {a["id"]: a["ground_truth"] for a in read_jsonl(answer_file)}
@@ -197,4 +198,4 @@ def _ground_truth_call(text: str, schemas: Mapping[str, ToolSchema]) -> ToolCall
 
 def _check_class(class_name: str) -> None:
     if class_name not in MULTI_TURN_CLASSES:
-        raise ValueError(f"unknown BFCL API class {class_name!r}; one of {MULTI_TURN_CLASSES}")
+        raise invalid("BFCL", "class_name", class_name, f"one of {MULTI_TURN_CLASSES}")

@@ -43,6 +43,7 @@ from seetjax.envs.bfcl.data import CATEGORIES, BfclTask, load_tasks
 from seetjax.envs.bfcl.hints import step_hint
 from seetjax.envs.bfcl.official import decode_official
 from seetjax.envs.state_copy import deepcopy_state
+from seetjax.errors import invalid
 from seetjax.tools import prompts
 from seetjax.tools.calls import MAX_MESSAGE_CHARS, ParseError, ToolCall, parse_tool_calls
 from seetjax.tools.executor import ExecutionResult, OutputBudget
@@ -60,7 +61,7 @@ def split_indices(split: str) -> tuple[int, ...]:
     parts = {"test": order[:100], "validation": order[100:110], "train": order[110:],
              "train_full": order[100:], "all": order}
     if split not in parts:
-        raise ValueError(f"unknown split {split!r}; one of {SPLITS}")
+        raise invalid("split_indices", "split", split, f"one of {SPLITS}")
     return tuple(sorted(parts[split]))
 
 
@@ -127,24 +128,22 @@ class BfclEnvConfig:
 
     def __post_init__(self):
         if self.prompt_style not in _CALL_FORMATS:
-            raise ValueError(f"unknown prompt_style {self.prompt_style!r}; one of "
-                             f"{tuple(_CALL_FORMATS)}")
+            raise invalid(self, "prompt_style", self.prompt_style, f"one of {tuple(_CALL_FORMATS)}")
         if self.call_format is not None and self.call_format not in _CALL_FORMATS[self.prompt_style]:
-            raise ValueError(f"prompt_style {self.prompt_style!r} teaches the "
-                             f"{_CALL_FORMATS[self.prompt_style]} call format(s), not "
-                             f"{self.call_format!r}")
+            raise invalid(self, "call_format", self.call_format, f"prompt_style "
+                          f"{self.prompt_style!r} teaches the {_CALL_FORMATS[self.prompt_style]} "
+                          "call format(s)")
         if self.max_steps_per_turn < 1:
-            raise ValueError(f"BfclEnvConfig.max_steps_per_turn={self.max_steps_per_turn!r}: "
-                             "must be at least 1")
+            raise invalid(self, "max_steps_per_turn", self.max_steps_per_turn, "must be >= 1")
         budget = self.max_episode_observation_chars
         if type(budget) is not int or budget < 1:
-            raise ValueError(f"BfclEnvConfig.max_episode_observation_chars={budget!r}: must be "
-                             "an integer >= 1")
+            raise invalid(self, "max_episode_observation_chars", budget,
+                          "must be an integer >= 1")
         if self.decoding not in DECODINGS:
-            raise ValueError(f"unknown decoding {self.decoding!r}; one of {DECODINGS}")
+            raise invalid(self, "decoding", self.decoding, f"one of {DECODINGS}")
         if self.decoding == "official" and self.resolved_call_format != "python":
-            raise ValueError("decoding 'official' reads BFCL's python call format, not "
-                             f"{self.resolved_call_format!r} (prompt_style {self.prompt_style!r})")
+            raise invalid(self, "decoding", self.decoding, "reads BFCL's python call format, not "
+                          f"{self.resolved_call_format!r} (prompt_style {self.prompt_style!r})")
         _ = self.retrieval  # its __post_init__ checks the tool_retrieval fields
 
     @property

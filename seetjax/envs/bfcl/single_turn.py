@@ -35,6 +35,7 @@ from seetjax.envs.base import Message
 from seetjax.envs.bfcl.data import data_dir, read_jsonl
 from seetjax.envs.bfcl.env import BfclEnvConfig, system_prompt
 from seetjax.envs.bfcl.official import decode_official_ast
+from seetjax.errors import invalid
 from seetjax.tools import prompts
 from seetjax.tools.calls import ParseError, ToolCall
 from seetjax.tools.schema import ToolSchema
@@ -82,8 +83,8 @@ def check_categories(categories: Iterable[str]) -> None:
     """Fails naming every category that is not a single-turn one."""
     unknown = [c for c in categories if c not in CATEGORIES]
     if unknown:
-        raise ValueError(f"unknown BFCL single-turn categor{'y' if len(unknown) == 1 else 'ies'} "
-                         f"{', '.join(unknown)}; one of {', '.join(CATEGORIES)}")
+        raise invalid("check_categories", "categories", unknown,
+                      f"not single-turn categories; one of {', '.join(CATEGORIES)}")
 
 
 @functools.cache

@@ -44,6 +44,7 @@ from seetjax.envs.generated import templates
 from seetjax.envs.generated.plans import CLASSES, Action, PlanContext, plausible, propose
 from seetjax.envs.generated.vocab import SPLITS
 from seetjax.envs.generated.world import initial_config
+from seetjax.errors import invalid
 from seetjax.tools.executor import ToolExecutor
 
 _ATTEMPTS_PER_TURN = 40
@@ -78,11 +79,11 @@ class Difficulty:
     def __post_init__(self):
         low, high = self.turns
         if not 1 <= low <= high:
-            raise ValueError(f"Difficulty.turns={self.turns}: turns must be (min_turns, "
-                             "max_turns) with 1 <= min_turns <= max_turns")
+            raise invalid(self, "turns", self.turns, "must be (min_turns, max_turns) with"
+                          " 1 <= min_turns <= max_turns")
         for name in ("actions_per_turn", "calls_per_turn", "classes", "state_size"):
             if getattr(self, name) < 1:
-                raise ValueError(f"Difficulty.{name}={getattr(self, name)!r}: must be >= 1")
+                raise invalid(self, name, getattr(self, name), "must be >= 1")
 
 
 class _PlanFailed(Exception):
@@ -103,15 +104,15 @@ def generate_task(index: int, *, seed: int, split: str = "train", category: str 
                   ) -> BfclTask:
     """Task `index` of the stream (see `generate_tasks`)."""
     if split not in SPLITS:
-        raise ValueError(f"unknown generated split {split!r}; one of {SPLITS}")
+        raise invalid("generate_task", "split", split, f"one of {SPLITS}")
     if category not in CATEGORIES:
-        raise ValueError(f"unknown category {category!r}; one of {CATEGORIES}")
+        raise invalid("generate_task", "category", category, f"one of {CATEGORIES}")
     if category == "miss_param" and not difficulty.named_values:
-        raise ValueError("miss_param tasks leave a named value out of a request, so they need "
-                         "Difficulty(named_values=True)")
+        raise invalid("generate_task", "category", category, "miss_param tasks leave a named "
+                      "value out of a request, so they need Difficulty(named_values=True)")
     unknown = set(classes) - set(CLASSES)
     if not classes or unknown:
-        raise ValueError(f"classes must be a non-empty subset of {CLASSES}, got {classes}")
+        raise invalid("generate_task", "classes", classes, f"a non-empty subset of {CLASSES}")
     rng = random.Random(f"seetjax-generated:{seed}:{split}:{category}:{index}")
     for _ in range(_ATTEMPTS_PER_TASK):
         try:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import functools
 import hashlib
 
+from seetjax.errors import invalid
+
 SPLITS = ("train", "test")
 # About 30% of every list goes to test.
 _TEST_PERCENT = 30
@@ -197,7 +199,7 @@ def vocab(kind: str, split: str) -> tuple[str, ...]:
     `message`, `resolution`, `surname`, `city`, `company`, `ticker`, `tweet`, `hashtag`,
     `comment`, `street`, `support`) that belong to `split`, in a fixed order."""
     if split not in SPLITS:
-        raise ValueError(f"unknown generated split {split!r}; one of {SPLITS}")
+        raise invalid("vocab", "split", split, f"one of {SPLITS}")
     if kind in _TEST_MEMBERS:
         held_out = _TEST_MEMBERS[kind]
         return tuple(item for item in _items(kind) if (item in held_out) == (split == "test"))

@@ -34,6 +34,7 @@ from seetjax.envs.qa_search.corpus import Passage, QATask
 from seetjax.envs.qa_search.masking import mask_rng, mask_words
 from seetjax.envs.qa_search.retriever import PassageRetriever, RetrieverSettings
 from seetjax.envs.qa_search.reward import RewardParts, RewardWeights, exact_match, qa_reward
+from seetjax.errors import invalid
 from seetjax.tools import prompts
 from seetjax.tools.calls import MAX_MESSAGE_CHARS, ParseError, ToolCall, parse_tool_calls
 from seetjax.tools.executor import ExecutionResult, ToolExecutor
@@ -100,25 +101,25 @@ class QASearchConfig:
 
     def __post_init__(self):
         if not isinstance(self.oracle_spaced_answer, bool):
-            raise ValueError(f"oracle_spaced_answer={self.oracle_spaced_answer!r}: must be True "
-                             "or False")
+            raise invalid(self, "oracle_spaced_answer", self.oracle_spaced_answer,
+                          "must be True or False")
         if self.prompt_style not in CALL_FORMATS:
-            raise ValueError(f"prompt_style={self.prompt_style!r}: one of {tuple(CALL_FORMATS)}")
+            raise invalid(self, "prompt_style", self.prompt_style, f"one of {tuple(CALL_FORMATS)}")
         for name, least in (("search_budget", 1), ("default_k", 1), ("max_steps", 1),
                             ("snippet_words", 1), ("max_message_chars", 1), ("mask_seed", 0)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ValueError(f"{name}={value!r}: must be an integer >= {least}")
+                raise invalid(self, name, value, f"must be an integer >= {least}")
         if not isinstance(self.max_k, int) or isinstance(self.max_k, bool) or \
                 self.max_k < self.default_k:
-            raise ValueError(f"max_k={self.max_k!r}: must be an integer >= default_k="
+            raise invalid(self, "max_k", self.max_k, "must be an integer >= default_k="
                              f"{self.default_k}")
         ratio = self.retrieval_mask_ratio
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio < 1:
-            raise ValueError(f"retrieval_mask_ratio={ratio!r}: must be a number in [0, 1)")
+            raise invalid(self, "retrieval_mask_ratio", ratio, "must be a number in [0, 1)")
         share = self.oracle_recheck
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
-            raise ValueError(f"oracle_recheck={share!r}: must be a number in [0, 1]")
+            raise invalid(self, "oracle_recheck", share, "must be a number in [0, 1]")
         _ = self.weights, self.retrieval  # their __post_init__ check the other fields
 
     @property

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from seetjax.envs.qa_search.corpus import Passage
+from seetjax.errors import invalid
 from seetjax.retrieval import metrics
 from seetjax.retrieval.corpus import ToolDoc
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # imported when used: bm25s runs JAX at import, the encoder s
     from seetjax.retrieval.sentence import SentenceEncoder
 
 RETRIEVERS = ("bm25", "dense", "hybrid")
+OWNER = "QASearchConfig"  # the section whose fields RetrieverSettings holds, as it spells them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,14 +51,14 @@ class RetrieverSettings:
 
     def __post_init__(self):
         if self.kind not in RETRIEVERS:
-            raise ValueError(f"retriever={self.kind!r}: one of {RETRIEVERS}")
+            raise invalid(OWNER, "retriever", self.kind, f"one of {RETRIEVERS}")
         for name, value, least in (("chunk_words", self.chunk_words, 1),
                                    ("chunk_overlap", self.chunk_overlap, 0),
                                    ("rrf_k", self.rrf_k, 0), ("fusion_depth", self.fusion_depth, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ValueError(f"{name}={value!r}: must be an integer >= {least}")
+                raise invalid(OWNER, name, value, f"must be an integer >= {least}")
         if self.chunk_overlap >= self.chunk_words:
-            raise ValueError(f"chunk_overlap={self.chunk_overlap}: must be smaller than "
+            raise invalid(OWNER, "chunk_overlap", self.chunk_overlap, "must be smaller than "
                              f"chunk_words={self.chunk_words}")
 
 
@@ -141,7 +143,7 @@ class PassageRetriever:
 
     def search_many(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         if k < 1:
-            raise ValueError(f"k={k} must be >= 1")
+            raise invalid(self, "k", k, "must be >= 1")
         k = min(k, len(self.chunks))
         if self._bm25 is None or self._dense is None:
             rows, scores = (self._bm25 or self._dense).search(queries, k)

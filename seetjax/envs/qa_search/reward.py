@@ -20,6 +20,8 @@ import re
 import string
 from collections.abc import Sequence
 
+from seetjax.errors import invalid
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 
@@ -66,7 +68,7 @@ class RewardWeights:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                raise ValueError(f"{field.name}={value!r}: must be a number >= 0")
+                raise invalid("QASearchConfig", field.name, value, "must be a number >= 0")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,6 +25,7 @@ from seetjax.envs.qa_search.env import QASearchConfig, QASearchEnv
 from seetjax.envs.qa_search.retriever import PassageRetriever, RetrieverSettings
 from seetjax.envs.qa_search.web_search import load_web_search
 from seetjax.envs.qa_search.world import SPLITS, World, WorldConfig
+from seetjax.errors import invalid
 
 NAME = "qa_search"
 CORPORA = {"world": SPLITS, "web_search": ("test",)}  # corpus -> its splits
@@ -46,16 +47,16 @@ class QASearchRunConfig(QASearchConfig):
     def __post_init__(self):
         super().__post_init__()
         if self.corpus not in CORPORA:
-            raise ValueError(f"corpus={self.corpus!r}: one of {tuple(CORPORA)}")
+            raise invalid(self, "corpus", self.corpus, f"one of {tuple(CORPORA)}")
         for name, least in (("world_seed", 0), ("world_passages", 2), ("distractors", 0)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ValueError(f"{name}={value!r}: must be an integer >= {least}")
+                raise invalid(self, name, value, f"must be an integer >= {least}")
         if not isinstance(self.answer_relations, str):
-            raise ValueError(f"answer_relations={self.answer_relations!r}: comma-separated "
+            raise invalid(self, "answer_relations", self.answer_relations, "comma-separated "
                              "relation names in one string ('' = any)")
         if self.corpus != "world" and self.answer_relations:
-            raise ValueError(f"answer_relations={self.answer_relations!r}: only the world corpus "
+            raise invalid(self, "answer_relations", self.answer_relations, "only the world corpus "
                              f"draws its questions (corpus={self.corpus!r})")
         _ = self.world  # WorldConfig checks the hop range and the relation names
 
@@ -87,7 +88,8 @@ def load_tasks(section: QASearchRunConfig, data: Mapping[str, Any], split: str,
     """The first `count` questions of `split` (web_search: all of them when None)."""
     if section.corpus == "world":
         if not count:
-            raise ValueError("the synthetic world's splits have no end: give a count > 0")
+            raise invalid("load_tasks", "count", count, "the synthetic world's splits have no end: "
+                          "give a count > 0")
         return World(section.world).questions(split, count)
     return list(itertools.islice(load_web_search(section.distractors, section.world_seed).tasks,
                                  count))
@@ -98,7 +100,8 @@ def check_data(section: QASearchRunConfig, data: Mapping[str, Any],
     """The task side of a qa_search run (`EnvSpec.check_data`), each field named."""
     unknown = sorted(set(data) - set(DATA_FIELDS))
     if unknown:
-        raise ValueError(f"config.data: unknown field(s) {unknown} for env.name={NAME!r}; known: "
+        raise invalid("config.data", unknown[0], data[unknown[0]], f"unknown field(s) {unknown} "
+                      f"for env.name={NAME!r}; known: "
                          f"{list(DATA_FIELDS)}")
     check_split(section, data["split"], data["tasks_per_category"], "data.split",
                 "data.tasks_per_category")
@@ -112,8 +115,8 @@ def check_split(section: QASearchRunConfig, split: str, count: int, split_field:
     from the section's corpus would."""
     splits = CORPORA[section.corpus]
     if split not in splits:
-        raise ValueError(f"config.{split_field}: {split!r}: the {section.corpus} corpus's "
+        raise invalid("config", split_field, split, f"the {section.corpus} corpus's "
                          f"splits are {splits}")
     if section.corpus == "world" and not count:
-        raise ValueError(f"config.{count_field}={count}: the synthetic world's splits have "
+        raise invalid("config", count_field, count, "the synthetic world's splits have "
                          "no end; give a count > 0")

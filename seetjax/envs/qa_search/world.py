@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from seetjax.envs.qa_search.corpus import Hop, Passage, QATask
+from seetjax.errors import invalid, require
 
 SPLITS = ("train", "test")
 KINDS = ("person", "city", "company", "university")
@@ -109,13 +110,13 @@ class WorldConfig:
         for name in ("people", "cities", "companies", "universities", "countries"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 2:
-                raise ValueError(f"WorldConfig.{name}={value!r}: must be an integer >= 2")
-        if not 1 <= self.min_hops <= self.max_hops <= 4:
-            raise ValueError(f"WorldConfig.min_hops={self.min_hops}, max_hops={self.max_hops}: "
-                             "need 1 <= min_hops <= max_hops <= 4")
+                raise invalid(self, name, value, "must be an integer >= 2")
+        require(1 <= self.min_hops <= 4, self, "min_hops", self.min_hops, "must be in [1, 4]")
+        require(self.min_hops <= self.max_hops <= 4, self, "max_hops", self.max_hops,
+                f"must be in [min_hops={self.min_hops}, 4]")
         unknown = sorted(set(self.answer_relations) - {r.name for r in RELATIONS})
         if unknown:
-            raise ValueError(f"WorldConfig.answer_relations: unknown {unknown}; known: "
+            raise invalid(self, "answer_relations", self.answer_relations, f"unknown {unknown}; known: "
                              f"{sorted({r.name for r in RELATIONS})}")
 
     @classmethod
@@ -352,4 +353,4 @@ def _a(word: str) -> str:
 
 def _check_split(split: str) -> None:
     if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; one of {SPLITS}")
+        raise invalid("World", "split", split, f"one of {SPLITS}")

@@ -44,7 +44,7 @@ def test_load_takes_the_first_tasks_of_each_category_and_names_unknown_ones():
     tasks = bfcl_single.load(["parallel", "live_relevance"], per_category=3)
     assert [t.id for t in tasks] == ["parallel_0", "parallel_1", "parallel_2", "live_relevance_0-0-0",
                                      "live_relevance_1-1-0", "live_relevance_2-2-0"]
-    with pytest.raises(ValueError, match="simple_java, nope"):
+    with pytest.raises(ValueError, match=r"categories=\['simple_java', 'nope'\]: not single-turn"):
         bfcl_single.load(["simple", "simple_java", "nope"])
 
 

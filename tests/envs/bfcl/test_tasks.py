@@ -26,7 +26,7 @@ def test_split_sizes_and_disjointness():
     assert train | validation | test == set(range(NUM_SCENARIOS))
     assert set(split_indices("train_full")) == train | validation
     assert split_indices("all") == tuple(range(NUM_SCENARIOS))
-    with pytest.raises(ValueError, match="unknown split"):
+    with pytest.raises(ValueError, match="split_indices.split='dev': one of"):
         split_indices("dev")
     assert set(SPLITS) == {"train", "validation", "test", "train_full", "all"}
 

@@ -35,22 +35,24 @@ def test_environments_share_one_retriever_and_load_questions_by_split():
 
 
 @pytest.mark.parametrize("override, message", [
-    (("data", "categories", "base"), r"config.data: unknown field\(s\) \['categories'\] for "
+    (("data", "categories", "base"), r"config.data.categories='base': unknown field\(s\) "
+     r"\['categories'\] for "
                                      r"env.name='qa_search'"),
-    (("data", "split", "validation"), r"config.data.split: 'validation': the world corpus's "
+    (("data", "split", "validation"), r"config.data.split='validation': the world corpus's "
                                       r"splits are \('train', 'test'\)"),
     (("data", "tasks_per_category", 0), "config.data.tasks_per_category=0: the synthetic world"),
-    (("eval", "splits", "train,dev"), "config.eval.splits: 'dev'"),
+    (("eval", "splits", "train,dev"), "config.eval.splits='dev'"),
     (("eval", "per_category", 0), "config.eval.per_category=0"),
     (("eval", "decodings", "lenient"), "config.eval.decodings='lenient': environment "
                                        "'qa_search' reads replies one way"),
-    (("env", "corpus", "wiki"), r"config.env: corpus='wiki': one of \('world', 'web_search'\)"),
-    (("env", "search_budget", 0), "config.env: search_budget=0"),
-    (("env", "max_hops", 5), "config.env: WorldConfig.min_hops=1, max_hops=5"),
-    (("env", "shards", 2), r"config.env: unknown field\(s\) \['shards'\]"),
-    (("env", "answer_relations", "salary"), r"config.env: WorldConfig.answer_relations: "
+    (("env", "corpus", "wiki"), r"config.env: QASearchRunConfig.corpus='wiki': "
+     r"one of \('world', 'web_search'\)"),
+    (("env", "search_budget", 0), "config.env: QASearchRunConfig.search_budget=0"),
+    (("env", "max_hops", 5), r"config.env: WorldConfig.max_hops=5: must be in \[min_hops=1, 4\]"),
+    (("env", "shards", 2), r"config.env.shards=2: unknown field\(s\) \['shards'\]"),
+    (("env", "answer_relations", "salary"), r"config.env: WorldConfig.answer_relations=\('salary',\): "
                                             r"unknown \['salary'\]"),
-    (("env", "corpus", "web_search"), "config.env: answer_relations='occupation,industry,"
+    (("env", "corpus", "web_search"), "config.env: QASearchRunConfig.answer_relations='occupation,industry,"
                                       "country': only the world corpus"),
 ])
 def test_bad_qa_configs_fail_with_the_field_named(override, message):
@@ -71,7 +73,7 @@ def test_web_search_has_a_test_split_only():
     config.data.split = "test"
     build_plan(config)
     config.data.split = "train"
-    with pytest.raises(ValueError, match=r"config.data.split: 'train': the web_search corpus's "
+    with pytest.raises(ValueError, match=r"config.data.split='train': the web_search corpus's "
                                          r"splits are \('test',\)"):
         build_plan(config)
 
@@ -95,9 +97,9 @@ def test_the_oracle_sft_source_is_validated_with_its_field_named():
         validate(sft)
     sft.data.tasks_per_category = 4
     sft.data.qa_search.corpus = "wiki"
-    with pytest.raises(ValueError, match="config.data.qa_search: corpus='wiki'"):
+    with pytest.raises(ValueError, match="config.data.qa_search: QASearchRunConfig.corpus='wiki'"):
         validate(sft)
     sft.data.qa_search.corpus = "world"
     sft.data.eval_split = "validation"
-    with pytest.raises(ValueError, match="config.data.eval_split: 'validation'"):
+    with pytest.raises(ValueError, match="config.data.eval_split='validation'"):
         validate(sft)
