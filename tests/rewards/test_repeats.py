@@ -117,7 +117,7 @@ def test_grpo_credits_no_message_for_being_one_more():
 
 
 def test_shaping_validates_the_repeat_fields():
-    with pytest.raises(ValueError, match=r"repeated_call=0.1 must be <= 0"):
+    with pytest.raises(ValueError, match=r"ShapingConfig\.repeated_call=0\.1: must be <= 0"):
         ShapingConfig(repeated_call=0.1)
-    with pytest.raises(ValueError, match="per_turn=1 must be a bool"):
+    with pytest.raises(ValueError, match=r"ShapingConfig\.per_turn=1: must be a bool"):
         ShapingConfig(per_turn=1)
