@@ -122,6 +122,9 @@ class Episode:
         self.turns: list[TurnLog] = [TurnLog(0, state_key([]))]
         self.done = False
         self.truncated = False
+        # A branch row (`seetjax.rollout.branching`): a fork whose prefix, the original's, it
+        # neither trains nor counts (its policy tokens; the turns judged before the fork).
+        self.branch, self.inherited_tokens, self.inherited_turns = False, 0, 0
         self._env_failed = failure is not None  # `trace()` then gives a record without steps
         # An environment that failed to start gave the policy nothing to act on: the episode
         # counts as failed in an evaluation, and training leaves it out (`Rollout.slow_loop`).
@@ -393,10 +396,11 @@ class Episode:
 
     def stats(self) -> dict[str, int]:
         """SEET's counters, and `policy_tokens`: every token the policy sampled in the episode
-        (each reply's, retried, intercepted and dropped attempts included: the compute spent)."""
+        (each reply's, retried, intercepted and dropped attempts included: the compute spent; a
+        branch's own only)."""
         return {"retries": sum(t.retries for t in self.turns),
                 "hints": sum(t.hints for t in self.turns),
                 "interceptions": sum(t.interceptions for t in self.turns),
                 "turns_passed": sum(bool(t.passed) for t in self.turns),
                 "truncated": int(self.truncated), "errors": int(self.error is not None),
-                "policy_tokens": sum(t.tokens for t in self.turns)}
+                "policy_tokens": sum(t.tokens for t in self.turns) - self.inherited_tokens}

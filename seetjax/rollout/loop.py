@@ -25,6 +25,7 @@ from seetjax.envs.registry import make_env, spec_of
 from seetjax.errors import invalid
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rewards import RewardConfig, gaming_metrics
+from seetjax.rollout.branching import BranchConfig, branch_from, fork_episodes, fork_point
 from seetjax.rollout.episode import Episode, EpisodeLimits
 from seetjax.sampling import Completion, Sampler, SamplingParams
 from seetjax.seet.anchors import Anchor, AnchorPool, AnchorStep, choose_anchor
@@ -41,7 +42,8 @@ class Policy(Protocol):
 
     def generate(self, rows: Sequence[int], chunks: Sequence[Sequence[int]],
                  max_new_tokens: Sequence[int]) -> list[Completion]:
-        """Appends chunks[k] to sequence rows[k] (rows only ever shrink), then samples one reply
+        """Appends chunks[k] to sequence rows[k] (rows only ever shrink,
+        but for the copies a forking policy adds: `SamplerPolicy.fork`), then samples one reply
         for each; replies end with a stop token ('stop') or at their limit ('length'). A
         versioned policy stamps each token's weight version (`Completion.versions`)."""
 
@@ -91,6 +93,19 @@ class SamplerPolicy:
         self.cached = [list(p) for p in prompts]  # each row's tokens as its cache holds them
         self.cached_version = self._version
 
+    def fork(self, parent: int, children: Sequence[int]) -> None:
+        """New rows `children`, each a copy of row `parent`'s KV cache on device (no re-prefill;
+        `seetjax.rollout.branching`): they go on from the parent's tokens."""
+        if parent not in self.rows or set(children) & set(self.rows) or (
+                len(set(children)) != len(children)):
+            raise invalid(self, "fork", (parent, list(children)),
+                          f"needs a live parent row and new distinct child rows (live: {self.rows})")
+        position = self.rows.index(parent)
+        self.seqs = self.sampler.select(self.seqs, list(range(len(self.rows)))
+                                        + [position] * len(children))
+        self.cached += [list(self.cached[position]) for _ in children]
+        self.rows += list(children)
+
     def generate(self, rows: Sequence[int], chunks: Sequence[Sequence[int]],
                  max_new_tokens: Sequence[int]) -> list[Completion]:
         if list(rows) != self.rows:
@@ -130,6 +145,7 @@ class RolloutConfig:
     num_threads: int = 8
     reward: RewardConfig = RewardConfig()  # the reward the episodes are scored with
     decode_chunk: int = 0
+    branch: BranchConfig = BranchConfig()  # forks at tool-call boundaries (branching.py)
 
     def __post_init__(self):
         spec_of(self.env)  # fails unless a registered environment's section
@@ -239,7 +255,7 @@ class RolloutResult:
         `env_<part>`. One figure is a total, not a mean: `policy_tokens`, every token the policy
         sampled for these episodes, retries included (what a compute-matched comparison holds
         equal); and counts, `episodes_over_token_cap` and `episodes_unstarted` (left out)."""
-        turns = [t for e in self.episodes for t in e.turns]
+        turns = [t for e in self.episodes for t in e.turns[e.inherited_turns:]]  # branches': own
         checked = [t for t in turns if t.checked]
         replies = [r for t in turns for r in t.replies]
         per_episode = [e.stats() for e in self.episodes]
@@ -284,7 +300,8 @@ class Rollout:
 
     def play(self, episodes: Sequence[Episode], policy: Policy) -> PlayTimes:
         """Advances every episode to its end, one policy call per step for all live ones;
-        returns where the time went."""
+        returns where the time went. With `config.branch` on, `episodes` is a list that the
+        branches forked on the way are appended to (`_branch`)."""
         times = PlayTimes()
         clock = time.perf_counter()
         policy.start([e.prompt for e in episodes])
@@ -319,7 +336,33 @@ class Rollout:
                     chunks[i] = nxt
             over = {i for (i, _), nxt in zip(ended, answers) if nxt is None}
             live = [i for i in live if i not in over]
+            live += self._branch(episodes, policy, [i for i, _ in ended if i not in over], chunks)
         return times
+
+    def _branch(self, episodes: Sequence[Episode], policy: Policy, answered: Sequence[int],
+                chunks: list[list[int]]) -> list[int]:
+        """Forks `config.branch.k` branch rows (`branching.branch_from`) of each answered
+        episode at a fork point; appends them to `episodes` and their pending ids to `chunks`;
+        returns their indices."""
+        config, new = self.config.branch, []
+        if config.points == "none":
+            return new
+        if not (isinstance(episodes, list) and hasattr(policy, "fork")):
+            raise invalid(self.config, "branch", config, "needs a list of episodes and a "
+                          f"policy that forks rows ({type(policy).__name__} has no fork)")
+        for i in answered:
+            spent = sum(e.stats()["policy_tokens"] for e in episodes if e.branch)
+            if not fork_point(config, episodes[i], spent):
+                continue
+            children = [branch_from(e) for e in fork_episodes(
+                episodes[i], config.k, lambda: make_env(self.config.env),
+                seed=episodes[i].rng.randrange(1 << 30))]
+            rows = list(range(len(episodes), len(episodes) + len(children)))
+            policy.fork(i, rows)
+            episodes.extend(children)
+            chunks.extend(list(chunks[i]) for _ in children)
+            new += rows
+        return new
 
     def slow_loop(self, episodes: Sequence[Episode], stage: StageConfig, step: int
                   ) -> RolloutResult:
@@ -337,7 +380,7 @@ class Rollout:
         used = {s: 0 for s in ("peer", "historical", "induced")}
         if stage.counterfactual:
             for e in episodes:
-                for log in e.turns:
+                for log in e.turns[e.inherited_turns:]:  # a branch's own turns
                     if not log.failed or not log.replies:
                         continue
                     anchor = choose_anchor((e.task_id, log.turn, log.state_key), peers,
@@ -375,7 +418,7 @@ class Rollout:
         calls) and retried attempts without calls are left out; the turn-ending reply stays."""
         render, stop = self._renderer(episode), self.tokenizer.reply_end_id
         out = []
-        for log in episode.turns:
+        for log in episode.turns[episode.inherited_turns:]:
             if not log.passed or not log.replies:
                 continue
             steps = []

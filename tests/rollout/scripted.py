@@ -16,6 +16,9 @@ class ScriptedPolicy:
     def start(self, prompts: Sequence[Sequence[int]]) -> None:
         pass
 
+    def fork(self, parent: int, children: Sequence[int]) -> None:
+        """Rows hold no state here: a forked row's replies come from `respond` as any row's."""
+
     def generate(self, rows: Sequence[int], chunks: Sequence[Sequence[int]],
                  max_new_tokens: Sequence[int]) -> list[Completion]:
         out = []
