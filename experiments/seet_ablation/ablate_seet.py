@@ -74,11 +74,18 @@ from seetjax.report.plots import read_metrics  # noqa: E402
 from seetjax.rl.trainer import TrainRun  # noqa: E402
 from seetjax.runtime.cache import enable_compilation_cache  # noqa: E402
 
+BRANCH = {"rollout.branch.points": "every_call", "rollout.branch.k": 2,
+          "rollout.branch.max_forks": 2}
 VARIANTS: dict[str, dict[str, object]] = {
     "grpo": {"seet.enabled": False, "learner.counterfactual_weight": 0.0},
     # GiGPO (issue 44): GRPO plus step advantages within groups of equal environment states
     "gigpo": {"seet.enabled": False, "learner.counterfactual_weight": 0.0,
               "learner.algorithm": "gigpo"},
+    # branching rollouts (issue 44): 2 branch rows at each of an episode's first 2 calls that
+    # ran; compute-matched by policy tokens, branches' own tokens counted
+    "branch": {"seet.enabled": False, "learner.counterfactual_weight": 0.0, **BRANCH},
+    "gigpo+branch": {"seet.enabled": False, "learner.counterfactual_weight": 0.0,
+                     "learner.algorithm": "gigpo", **BRANCH},
     "seet": {},
     "seet_no_hints": {"seet.stage1.env_mode": "standard", "seet.stage2.env_mode": "standard"},
     "seet_no_interception": {"seet.stage2.interception": False},

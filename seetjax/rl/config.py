@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, get_type_hints
 
 import ml_collections
 
@@ -19,12 +19,14 @@ from seetjax.config.sections import generated_section, lora_section
 from seetjax.envs import registry
 from seetjax.envs.bfcl.data import CATEGORIES
 from seetjax.envs.bfcl.env import DECODINGS
+from seetjax.envs.state_keys import KeyedState
 from seetjax.errors import invalid
 from seetjax.learner.config import LearnerConfig, learner_config
 from seetjax.models.hf import LOAD_FIELDS
 from seetjax.rewards import AgentRewardConfig, RewardConfig, ShapingConfig
 from seetjax.rl.alarms import AlarmConfig
 from seetjax.rl.start_model import model_options
+from seetjax.rollout.branching import BranchConfig
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import RolloutConfig
 from seetjax.rollout.multi_agent import ROLES, MultiAgentConfig
@@ -109,6 +111,9 @@ def default_config() -> ml_collections.ConfigDict:
         max_reply_tokens=256, max_turn_tokens=1024, max_observation_tokens=1024,
         max_episode_tokens=8192))
     c.rollout = ml_collections.ConfigDict(dict(group_size=8, num_threads=8, decode_chunk=16))
+    # Branching rollouts (seetjax.rollout.branching.BranchConfig; docs/rollout.md#branching): off
+    # with points="none"; training rollouts only, evaluations never branch.
+    c.rollout.branch = ml_collections.ConfigDict(dataclasses.asdict(BranchConfig()))
     c.reward = reward_section()  # the reward trained on (seetjax.rewards.RewardConfig)
     c.sampling = ml_collections.ConfigDict(dict(temperature=1.0, top_k=0, top_p=1.0))
     # Multi-agent QA rollouts (seetjax.rollout.multi_agent.MultiAgentConfig): a coordinator
@@ -223,12 +228,11 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
 
     learner = checked_field("learner", lambda: learner_config(config.learner.to_dict()))
     limits = as_dataclass(EpisodeLimits, config.limits.to_dict(), "limits")
-    rollout = as_dataclass(RolloutConfig, config.rollout.to_dict(), "rollout", env=env,
-                           limits=limits, reward=reward_of(config))
+    rollout = _rollout(config, env, limits, learner)
     if rollout.reward.kind == "env" and not spec.scores_episodes:
         raise invalid("config.reward", "kind", "env", f"environment {spec.name!r} does not score "
                       "its episodes itself; use 'progress', 'agent' or 'shaped'")
-    eval_rollout = dataclasses.replace(rollout, group_size=1)
+    eval_rollout = dataclasses.replace(rollout, group_size=1, branch=BranchConfig())
     eval_decodings = _eval_decodings(config, env)
     sampling = as_dataclass(SamplingParams, config.sampling.to_dict(), "sampling")
     if sampling.temperature != learner.temperature:
@@ -262,6 +266,26 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
                 eval_decodings, seet, max_pairs, multi_agent, alarms)
 
 
+def _rollout(config: ml_collections.ConfigDict, env: Any, limits: EpisodeLimits,
+             learner: LearnerConfig) -> RolloutConfig:
+    """`config.rollout` with its `branch` section (absent in configs saved before it: off).
+    GiGPO's step groups need an environment that says what its state is (`KeyedState`): on any
+    other every step key is -1, and GiGPO would silently be GRPO."""
+    values = config.rollout.to_dict()
+    branch = as_dataclass(BranchConfig, values.pop("branch", {}), "rollout.branch")
+    rollout = as_dataclass(RolloutConfig, values, "rollout", env=env, limits=limits,
+                           reward=reward_of(config), branch=branch)
+    made = registry.spec_of(env).make
+    made = made if isinstance(made, type) else get_type_hints(made).get("return")
+    if learner.advantage == "gigpo" and not (isinstance(made, type)
+                                             and issubclass(made, KeyedState)):
+        raise invalid("config.learner", "advantage", "gigpo", f"environment "
+                      f"{registry.spec_of(env).name!r} ({getattr(made, '__name__', made)}) has "
+                      "no state_view: no step would have a state key, and GiGPO would silently be "
+                      "GRPO; use learner.algorithm='grpo'")
+    return rollout
+
+
 def _multi_agent(config: ml_collections.ConfigDict, env_name: str,
                  rollout: RolloutConfig) -> MultiAgentConfig | None:
     """`config.multi_agent` validated (None when disabled or absent): teams play the QA
@@ -280,7 +304,9 @@ def _multi_agent(config: ml_collections.ConfigDict, env_name: str,
                        (rollout.reward.kind != "env", f"reward.kind={rollout.reward.kind!r}: "
                         "teams are trained on their credits, reward.kind='env'"),
                        (config.seet.enabled, "seet.enabled=True: SEET's mechanics do not apply "
-                        "to teams; set seet.enabled=False")):
+                        "to teams; set seet.enabled=False"),
+                       (rollout.branch.points != "none", f"rollout.branch.points="
+                        f"{rollout.branch.points!r}: teams do not branch")):
         if wrong:
             raise invalid("config.multi_agent", "enabled", True, f"with config.{why}")
     return team

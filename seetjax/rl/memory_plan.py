@@ -230,6 +230,12 @@ def model_config_of(config: ml_collections.ConfigDict, *, preset: str = "",
 # ------------------------------------------------------------------ the plan
 
 
+def episode_rows(plan: Plan, tasks_per_step: int) -> int:
+    """The rows a step's episodes take, in the sampler and in the batch: every sample of every
+    task, with the most branch rows each may bring (`BranchConfig.rows_per_episode`)."""
+    return tasks_per_step * plan.rollout.group_size * plan.rollout.branch.rows_per_episode
+
+
 def plan_memory(cfg: ModelConfig, plan: Plan, tasks_per_step: int, *,
                 mesh: Sequence[int] = (1, 1, 1), processes: int = 1,
                 backend: str = "gpu") -> MemoryPlan:
@@ -244,7 +250,7 @@ def plan_memory(cfg: ModelConfig, plan: Plan, tasks_per_step: int, *,
     masters = tree_bytes(state.params, abstract, rules)
     storage = jnp.dtype(cfg.param_dtype)
     # The learner's rows: every episode and each counterfactual pair's chosen and rejected rows.
-    episodes = tasks_per_step * plan.rollout.group_size
+    episodes = episode_rows(plan, tasks_per_step)
     rows = episodes + 2 * plan.max_pairs * processes
     micro_rows = max(1, -(-rows // (learner.mini_batches * learner.micro_batches * data * fsdp)))
     # XLA on the CPU keeps every layer's internals whatever the policy (a jax.checkpoint'ed
@@ -298,7 +304,7 @@ def alternatives(cfg: ModelConfig, plan: Plan, tasks_per_step: int, *,
         return dataclasses.replace(plan, learner=dataclasses.replace(learner, **fields))
 
     options: list[tuple[str, ModelConfig, Plan, int, tuple[int, int, int]]] = []
-    episodes = tasks_per_step * plan.rollout.group_size
+    episodes = episode_rows(plan, tasks_per_step)
     if episodes % (2 * learner.micro_batches * learner.mini_batches * data * fsdp) == 0:
         m = 2 * learner.micro_batches
         options.append((f"learner.micro_batches={m}", cfg, with_learner(micro_batches=m),

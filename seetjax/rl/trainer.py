@@ -271,7 +271,8 @@ class TrainRun:
         # seeded by run, step and process: a resumed run draws the same ones
         return trajectory_batch(result, pad_id=self.tokenizer.pad_id, row_multiple=divisor,
                                 length=self.plan.row_length, max_pairs=self.plan.max_pairs or None,
-                                pair_seed=(self.config.seed, step, jax.process_index()))
+                                pair_seed=(self.config.seed, step, jax.process_index()),
+                                rows_per_episode=self.plan.rollout.branch.rows_per_episode)
 
     def _record_counts(self, result: RolloutResult, *batches) -> dict[str, float]:
         """Counterfactual records the slow loop produced vs those trained on this step, in the

@@ -4,7 +4,9 @@ Static shapes keep the learner's step compiled once: rows are padded to a multip
 learner's batch divisor (padding rows have segment id 0 and count nowhere), every row to one
 `length` (a training run passes its fixed row length; by default the next power of two), and
 counterfactual pairs to a fixed `max_pairs` (padding pairs weigh 0), so a step with no record
-compiles the same program as one with many.
+compiles the same program as one with many. Branching rollouts (`seetjax.rollout.branching`) add
+a varying number of branch rows: `rows_per_episode` reserves each original episode its bound
+(`BranchConfig.rows_per_episode`), the rows its branches did not take being padding too.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from seetjax.batch import PreferencePairs, TokenSequences, TrajectoryBatch
+from seetjax.errors import invalid
 from seetjax.rollout.loop import RolloutResult
 from seetjax.sampling.sampler import bucket
 from seetjax.seet.records import CounterfactualRecord
@@ -25,16 +28,17 @@ def round_up(n: int, multiple: int) -> int:
 
 def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 1,
                      length: int | None = None, max_pairs: int | None = None,
-                     pair_seed: int | Sequence[int] | None = None) -> TrajectoryBatch:
+                     pair_seed: int | Sequence[int] | None = None,
+                     rows_per_episode: int | None = None) -> TrajectoryBatch:
     """Episodes as rows (tokens, loss mask, sampler logprobs, return, token rewards and their
     mask under the rollout's reward kind, group id, each reply's state key as a small integer,
     `Episode.step_keys`, the policy version of each sampled token) and, when
     `max_pairs` is set, up to that many counterfactual records as preference pairs (anchor step
     chosen, failed step rejected), drawn uniformly from all the records with `pair_seed` (see
-    `sample_records`)."""
+    `sample_records`). Rows: one per episode, or with `rows_per_episode`, that many per original
+    episode (its branch rows included), rounded up to `row_multiple`."""
     arrays = [e.conversation.training_arrays() for e in result.episodes]
-    # the episodes left out (over the token cap, or never started) keep their rows, as padding
-    rows = round_up(len(arrays) + result.left_out, row_multiple)
+    rows = round_up(batch_rows(result, rows_per_episode), row_multiple)
     length = length or bucket(max((len(t) for t, _, _ in arrays), default=1), 256)
     tokens = [t.tolist() for t, _, _ in arrays] + [[]] * (rows - len(arrays))
     masks = [m.tolist() for _, m, _ in arrays] + [[]] * (rows - len(arrays))
@@ -68,6 +72,22 @@ def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 
     return TrajectoryBatch(sequences=sequences, old_logprobs=logprobs, rewards=rewards,
                            token_rewards=token_rewards, reward_mask=reward_mask, group_ids=groups,
                            step_keys=step_keys, versions=versions, pairs=pairs)
+
+
+def batch_rows(result: RolloutResult, rows_per_episode: int | None) -> int:
+    """A row for each episode of `result` (None), or `rows_per_episode` rows for each original
+    one, failing when its branches need more; either way the episodes left out (over the token
+    cap, or never started) keep their rows, as padding."""
+    branches = sum(e.branch for e in result.episodes)
+    originals = len(result.episodes) - branches + result.left_out
+    if rows_per_episode is None:
+        return originals + branches
+    rows = originals * rows_per_episode
+    if originals + branches > rows:
+        raise invalid("trajectory_batch", "rows_per_episode", rows_per_episode,
+                      f"{originals} original episodes and {branches} branch rows do not fit in "
+                      f"{rows} rows (BranchConfig.rows_per_episode bounds a rollout's branches)")
+    return rows
 
 
 def sample_records(records: Sequence[CounterfactualRecord], count: int,

@@ -59,7 +59,6 @@ def fork_episodes(parent: Episode, copies: int, new_env: Callable[[], ToolEnv],
     return [fork_episode(parent, new_env(), seed + i) for i in range(copies)]
 
 
-
 POINTS = ("none", "every_call")  # where an original episode forks
 
 
@@ -69,18 +68,27 @@ class BranchConfig:
     "every_call": after every reply of an original episode whose calls ran, `k` copies fork and
     sample their own next reply from that state, each played to the episode's end (branches do
     not fork again); budget: forks stop once the branches' own policy tokens reach it (0: no
-    limit), so a branching run can be compute-matched against plain rollouts by policy tokens."""
+    limit), so a branching run can be compute-matched against plain rollouts by policy tokens;
+    max_forks: the fork points of one original episode (later ones fork nothing), which bounds a
+    step's rows (`rows_per_episode`) so the learner's batch has one shape."""
 
     points: str = "none"
     k: int = 1
     budget: int = 0
+    max_forks: int = 1
 
     def __post_init__(self):
         require(self.points in POINTS, self, "points", self.points, f"must be one of {POINTS}")
         require(isinstance(self.k, int) and self.k >= 1, self, "k", self.k, "must be an int >= 1")
         require(isinstance(self.budget, int) and self.budget >= 0, self, "budget", self.budget,
                 "must be an int >= 0 (0: no limit)")
+        require(isinstance(self.max_forks, int) and self.max_forks >= 1, self, "max_forks",
+                self.max_forks, "must be an int >= 1")
 
+    @property
+    def rows_per_episode(self) -> int:
+        """The most rows one original episode brings to a step's batch: itself and its branches."""
+        return 1 if self.points == "none" else 1 + self.k * self.max_forks
 
 
 def branch_from(episode: Episode) -> Episode:
@@ -100,7 +108,8 @@ def branch_from(episode: Episode) -> Episode:
 def fork_point(config: BranchConfig, episode: Episode, spent: int) -> bool:
     """Whether `episode`, whose reply was just answered, forks now under `config`, the branches
     having spent `spent` policy tokens so far."""
-    if config.points == "none" or episode.branch or not at_boundary(episode):
+    if (config.points == "none" or episode.branch or episode.forks >= config.max_forks
+            or not at_boundary(episode)):
         return False
     if config.budget and spent >= config.budget:
         return False

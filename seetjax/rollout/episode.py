@@ -125,6 +125,7 @@ class Episode:
         # A branch row (`seetjax.rollout.branching`): a fork whose prefix, the original's, it
         # neither trains nor counts (its policy tokens; the turns judged before the fork).
         self.branch, self.inherited_tokens, self.inherited_turns = False, 0, 0
+        self.forks = 0  # the fork points this episode branched at (`rollout.branching`)
         self._env_failed = failure is not None  # `trace()` then gives a record without steps
         # An environment that failed to start gave the policy nothing to act on: the episode
         # counts as failed in an evaluation, and training leaves it out (`Rollout.slow_loop`).

@@ -254,7 +254,8 @@ class RolloutResult:
         environment scores its episodes (`ScoresEpisodes`), the mean of each part of its reward,
         `env_<part>`. One figure is a total, not a mean: `policy_tokens`, every token the policy
         sampled for these episodes, retries included (what a compute-matched comparison holds
-        equal); and counts, `episodes_over_token_cap` and `episodes_unstarted` (left out)."""
+        equal), branch rows' own included, also alone as `branch_policy_tokens`; and counts,
+        `branch_rows`, `episodes_over_token_cap` and `episodes_unstarted` (left out)."""
         turns = [t for e in self.episodes for t in e.turns[e.inherited_turns:]]  # branches': own
         checked = [t for t in turns if t.checked]
         replies = [r for t in turns for r in t.replies]
@@ -273,6 +274,9 @@ class RolloutResult:
         for key in ("retries", "hints", "interceptions", "truncated", "errors"):
             out[key] = sum(s[key] for s in per_episode) / n
         out["policy_tokens"] = float(sum(s["policy_tokens"] for s in per_episode))
+        out["branch_rows"] = float(sum(e.branch for e in self.episodes))
+        out["branch_policy_tokens"] = float(sum(s["policy_tokens"] for e, s in
+                                                zip(self.episodes, per_episode) if e.branch))
         out["episodes_over_token_cap"] = float(self.over_token_cap)
         out["episodes_unstarted"] = float(self.unstarted)
         out.update({f"anchors_{k}": float(v) for k, v in self.anchors_used.items()})
@@ -357,6 +361,7 @@ class Rollout:
             children = [branch_from(e) for e in fork_episodes(
                 episodes[i], config.k, lambda: make_env(self.config.env),
                 seed=episodes[i].rng.randrange(1 << 30))]
+            episodes[i].forks += 1
             rows = list(range(len(episodes), len(episodes) + len(children)))
             policy.fork(i, rows)
             episodes.extend(children)

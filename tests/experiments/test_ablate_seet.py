@@ -109,8 +109,8 @@ def test_shards_split_the_grid(grid, ablate):
             grid.parse_shard(bad)
 
 
-@pytest.mark.parametrize("variant", ["grpo", "gigpo", "seet", "seet_no_hints",
-                                     "seet_no_interception", "seet_no_anchors",
+@pytest.mark.parametrize("variant", ["grpo", "gigpo", "branch", "gigpo+branch", "seet",
+                                     "seet_no_hints", "seet_no_interception", "seet_no_anchors",
                                      "seet_no_curriculum"])
 def test_every_variant_is_a_valid_plan(ablate, variant, tmp_path):
     from seetjax.rl.config import build_plan
@@ -119,7 +119,10 @@ def test_every_variant_is_a_valid_plan(ablate, variant, tmp_path):
     config = ablate.cell_config(variant, 3, tmp_path / "warm", args)
     assert (config.train.max_policy_tokens, config.train.steps, config.seed) == (500, 9, 3)
     config.model.path = ""
-    build_plan(config)
+    plan = build_plan(config)
+    assert plan.rollout.branch.points == ("every_call" if "branch" in variant else "none")
+    assert plan.learner.advantage == ("gigpo" if "gigpo" in variant else "grpo")
+    assert plan.eval_rollout.branch.points == "none"
 
 
 def test_curriculum_is_the_configs_unless_steps_lay_it(ablate, tmp_path):

@@ -21,6 +21,7 @@ from seetjax.rl.memory_plan import (
     MemoryPlanError,
     alternatives,
     check_launch,
+    episode_rows,
     model_config_of,
     parse_bytes,
     parse_mesh,
@@ -29,6 +30,7 @@ from seetjax.rl.memory_plan import (
     prefill_chunk,
     resolve_mesh,
 )
+from seetjax.rollout.branching import BranchConfig
 from seetjax.runtime.sharding import make_mesh
 from seetjax.sampling import Sampler
 from tests.launch.flagcheck import ROOT
@@ -215,3 +217,15 @@ def test_a_launch_is_checked_against_a_given_budget_and_skipped_without_one(embe
 def build_embedded_shape_bytes(model_dir) -> int:
     """f32 masters of the model at `model_dir`, loaded."""
     return nbytes(nnx.state(load_hf_checkpoint(model_dir), nnx.Param))
+
+
+def test_branch_rows_are_planned_in_the_sampler_and_the_learner():
+    cfg, plan = qwen_run()
+    plain = plan_memory(cfg, plan, 16, mesh=(1, 8, 1))
+    branching = dataclasses.replace(plan, rollout=dataclasses.replace(
+        plan.rollout, branch=BranchConfig(points="every_call", k=1, max_forks=1)))
+    assert episode_rows(branching, 16) == 2 * episode_rows(plan, 16)  # each episode and a branch
+    two = plan_memory(cfg, branching, 16, mesh=(1, 8, 1))
+    assert two.kv_cache == plan_memory(cfg, plan, 32, mesh=(1, 8, 1)).kv_cache > plain.kv_cache
+    assert (two.rows["learner_rows_per_micro_batch_per_device"]
+            > plain.rows["learner_rows_per_micro_batch_per_device"])

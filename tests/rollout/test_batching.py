@@ -9,19 +9,26 @@ from seetjax.learner.config import learner_config
 from seetjax.learner.learner import create_learner
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.rollout.batching import trajectory_batch
+from seetjax.rollout.branching import BranchConfig
+from seetjax.rollout.loop import Rollout, RolloutConfig
 from seetjax.runtime.sharding import make_mesh
 from seetjax.seet.config import default_stages
-from tests.rollout.test_loop import replay
+from tests.rollout.scripted import ScriptedPolicy
+from tests.rollout.test_loop import COMPACT, replay
 
 STAGE3 = default_stages()[2]
 
 
-@pytest.fixture(scope="module")
-def learner(embedded_dir):
+def new_learner(embedded_dir, **fields):
     model = load_hf_checkpoint(embedded_dir)
     config = learner_config({"algorithm": "grpo", "counterfactual_weight": 0.5,
-                             "optimizer": {"learning_rate": 1e-4}})
+                             "optimizer": {"learning_rate": 1e-4}, **fields})
     return create_learner(model, config, mesh=make_mesh(1, 1, 1, jax.devices()[:1]))
+
+
+@pytest.fixture(scope="module")
+def learner(embedded_dir):
+    return new_learner(embedded_dir)
 
 
 def test_batch_rows_masks_and_pairs(play, task, tokenizer):
@@ -174,3 +181,42 @@ def test_pairs_are_drawn_uniformly_over_all_records_and_reproducibly(play, task,
         "Learner", (), {"term": staticmethod(lambda name: None)})})})()
     assert TrainRun._record_counts(run, result, batch) == {"records_available": 4.0,
                                                            "records_trained": 2.0}
+
+
+def test_branch_rows_keep_the_learner_compiled_once(tokenizer, task, embedded_dir):
+    """Branching (k=1, one fork point per episode) gives a step 1 or 2 rows per original episode;
+    `rows_per_episode` pads every step to 2, so a fresh learner compiles one program for both
+    (unpacked rows: packing has its own few shapes, `seetjax.learner.packing`)."""
+    learner, state = new_learner(embedded_dir, pack_rows=False)  # the module's is donated
+    branch = BranchConfig(points="every_call", k=1, max_forks=1)
+    rollout = Rollout(tokenizer, RolloutConfig(group_size=1, env=COMPACT, branch=branch))
+    queues = {}
+
+    def step(scripts):
+        queues.update(enumerate(list(s) for s in scripts))
+        episodes = rollout.episodes([task], STAGE3, progress=0.0, seed=0)
+        rollout.play(episodes, ScriptedPolicy(tokenizer, lambda row: queues[row].pop(0)
+                                              if queues.get(row) else "Done."))
+        return rollout.slow_loop(episodes, STAGE3, step=1)
+
+    forked = step([["[cd(folder='document')]", "[mkdir(dir_name='temp')]"], []])
+    plain = step([["Done."]])
+    # the second call ran but forked nothing: max_forks
+    assert [e.branch for e in forked.episodes] == [False, True]
+    assert [e.branch for e in plain.episodes] == [False]
+    stats, tokens = forked.stats(), [e.stats()["policy_tokens"] for e in forked.episodes]
+    assert stats["branch_rows"] == 1.0 and stats["branch_policy_tokens"] == tokens[1] > 0
+    assert stats["policy_tokens"] == sum(tokens) and plain.stats()["branch_rows"] == 0.0
+    batches = [trajectory_batch(r, pad_id=tokenizer.pad_id, row_multiple=learner.batch_divisor,
+                                max_pairs=2, length=2048, rows_per_episode=branch.rows_per_episode)
+               for r in (forked, plain)]
+    assert batches[0].sequences.tokens.shape == batches[1].sequences.tokens.shape == (2, 2048)
+    assert (batches[1].sequences.segment_ids[1] == 0).all() and batches[1].group_ids[1] == -1
+    assert batches[0].group_ids.tolist() == [0, 0]
+    for batch in batches:
+        state, metrics = learner.update(state, batch)
+        assert np.isfinite(metrics["loss"])
+    assert learner.compile_count() == 1
+    with pytest.raises(ValueError, match=r"trajectory_batch.rows_per_episode=1: 1 original "
+                                         r"episodes and 1 branch rows do not fit in 1 rows"):
+        trajectory_batch(forked, pad_id=tokenizer.pad_id, rows_per_episode=1)

@@ -1,0 +1,28 @@
+"""A training run with branching rollouts and GiGPO (issue 44): one RL step end to end, its
+branch rows counted in the rollout metrics and in the compute-matched policy tokens."""
+
+import json
+
+import pytest
+
+from tests.integration.test_train import launch
+
+# configs/testbed.py (the pretrained embedded base on generated tasks, whose replies call tools)
+# cut to one RL step of one task, without evaluations.
+BRANCHING = ["--config=configs/testbed.py", "--config.data.tasks_per_step=1",
+             "--config.rollout.group_size=2", "--config.eval.splits=", "--config.train.steps=1",
+             "--config.train.checkpoint_every=1", "--config.learner.algorithm=gigpo",
+             "--config.rollout.branch.points=every_call", "--config.rollout.branch.k=2",
+             "--config.rollout.branch.max_forks=2"]
+
+
+@pytest.mark.slow
+def test_one_gigpo_step_on_branching_rollouts(tmp_path, embedded_dir):
+    launch(tmp_path, BRANCHING)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    (step,) = [r for r in rows if "rollout/policy_tokens" in r]
+    assert step["step"] == 1 and step["rollout/branch_rows"] > 0
+    # a branch's own tokens are sampled tokens: in the step's total, which has the originals' too
+    assert 0 < step["rollout/branch_policy_tokens"] < step["rollout/policy_tokens"]
+    assert step["rollout/cumulative_policy_tokens"] == step["rollout/policy_tokens"]
+    assert "learner/loss" in step or "learner/no_signal" in step
