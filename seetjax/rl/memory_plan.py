@@ -344,7 +344,7 @@ def alternatives(cfg: ModelConfig, plan: Plan, tasks_per_step: int, *,
 def device_budget() -> int | None:
     """The memory of this process's first device as its allocator reports it (`bytes_limit`:
     what a GPU gives XLA); None where it reports none (the CPU)."""
-    stats = jax.devices()[0].memory_stats() or {}
+    stats = jax.local_devices()[0].memory_stats() or {}  # another process's: not addressable
     return int(stats["bytes_limit"]) if stats.get("bytes_limit") else None
 
 
