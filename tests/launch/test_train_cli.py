@@ -21,20 +21,12 @@ from seetjax.models.hf import load_hf_checkpoint, save_hf_checkpoint
 from seetjax.rl.config import build_plan
 from seetjax.rl.trainer import TrainRun
 from seetjax.runtime.workdir import WorkdirBusy, WorkdirLock
+from tests.configlib import ROOT, config_with
 from tests.launch.flagcheck import assert_flag_errors
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def tiny_with(path: str, value):
-    config = load_config_file(ROOT / "configs" / "tiny.py")
-    *sections, key = path.split(".")
-    section = config
-    for name in sections:
-        section = section[name]
-    with section.ignore_type():
-        section[key] = value
-    return config
+    return config_with("tiny", {path: value})
 
 
 @pytest.mark.parametrize("path,value", [

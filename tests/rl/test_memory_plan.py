@@ -33,7 +33,7 @@ from seetjax.rl.memory_plan import (
 from seetjax.rollout.branching import BranchConfig
 from seetjax.runtime.sharding import make_mesh
 from seetjax.sampling import Sampler
-from tests.launch.flagcheck import ROOT
+from tests.configlib import ROOT, config_with
 from tests.learner.learner_testlib import rl_batch, tiny_config
 
 # A width of 256 tokens (192 + 64, rounded up to 128), 8 rows; rows unpacked and the LM head over
@@ -46,15 +46,7 @@ RUN = {"data.tasks_per_step": 2, "rollout.group_size": 4, "limits.max_episode_to
 
 
 def run_config(**changes):
-    config = load_config_file(ROOT / "configs" / "tiny.py")
-    for path, value in {**RUN, **changes}.items():
-        *sections, key = path.split(".")
-        section = config
-        for name in sections:
-            section = section[name]
-        with section.ignore_type():
-            section[key] = value
-    return config
+    return config_with("tiny", {**RUN, **changes})
 
 
 def model_cfg(**overrides):
