@@ -67,7 +67,8 @@ from seetjax.models.hf import load_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rl.trainer import restore_run
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import Rollout, RolloutConfig, SamplerPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig
+from seetjax.rollout.policy import SamplerPolicy
 from seetjax.runtime.cache import enable_compilation_cache
 from seetjax.sampling import Sampler, SamplingParams
 

@@ -67,7 +67,8 @@ def main() -> None:
     from seetjax.models.hf import load_hf_checkpoint
     from seetjax.models.tokenizer import Tokenizer
     from seetjax.rl.config import build_plan
-    from seetjax.rollout.loop import Rollout, SamplerPolicy
+    from seetjax.rollout.loop import Rollout
+    from seetjax.rollout.policy import SamplerPolicy
     from seetjax.sampling import Sampler
     from seetjax.seet.config import default_stages
 

@@ -17,7 +17,8 @@ from seetjax.envs.bfcl.data import CATEGORIES, BfclTask
 from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.eval.agent_metrics import AgentMetrics, agent_metrics
 from seetjax.rollout.episode import Episode
-from seetjax.rollout.loop import Policy, Rollout
+from seetjax.rollout.loop import Rollout
+from seetjax.rollout.policy import Policy
 from seetjax.seet.config import PLAIN_STAGE, StageConfig
 from seetjax.tools.calls import ParseError
 

@@ -14,7 +14,8 @@ from seetjax.envs import registry
 from seetjax.eval.evaluate import markdown, redecode, report, split_label
 from seetjax.eval.qa_eval import qa_markdown, qa_report
 from seetjax.rollout.episode import Episode
-from seetjax.rollout.loop import Policy, Rollout
+from seetjax.rollout.loop import Rollout
+from seetjax.rollout.policy import Policy
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,7 +36,7 @@ from seetjax.eval.evaluate import SplitReport, split_label
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rollout.chat import Conversation
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import Policy
+from seetjax.rollout.policy import Policy
 
 SINGLE_TURN = "single-turn"  # the report's row name (with its decoding: "single-turn (official)")
 NO_REPLY = "seetjax:no_reply"

@@ -27,7 +27,8 @@ from seetjax.rl.milestones import (
     load_step_milestones,
 )
 from seetjax.rl.start_model import start_model
-from seetjax.rollout.loop import Rollout, SamplerPolicy
+from seetjax.rollout.loop import Rollout
+from seetjax.rollout.policy import SamplerPolicy
 from seetjax.sampling import Sampler, SamplingParams
 
 

@@ -52,8 +52,9 @@ from seetjax.rl.report import run_report
 from seetjax.rl.start_model import start_model
 from seetjax.rl.step_figures import step_figures
 from seetjax.rollout.batching import trajectory_batch
-from seetjax.rollout.loop import Rollout, RolloutResult, SamplerPolicy
+from seetjax.rollout.loop import Rollout, RolloutResult
 from seetjax.rollout.multi_agent import MultiAgentRollout
+from seetjax.rollout.policy import SamplerPolicy
 from seetjax.rollout.preferences import rollout_preferences
 from seetjax.rollout.versions import version_stats
 from seetjax.runtime import sharding

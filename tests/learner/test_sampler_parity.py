@@ -17,7 +17,8 @@ from seetjax.models.hf import load_hf_checkpoint
 from seetjax.rl.config import build_plan, default_config
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import Rollout, RolloutConfig, SamplerPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig
+from seetjax.rollout.policy import SamplerPolicy
 from seetjax.sampling import Sampler, SamplingParams
 from seetjax.seet.config import default_stages
 

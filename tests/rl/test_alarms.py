@@ -27,7 +27,8 @@ from seetjax.rl.alarms import (
 )
 from seetjax.rl.config import build_plan, default_config
 from seetjax.rl.policy_states import PolicyStates
-from seetjax.rollout.loop import Rollout, RolloutConfig, SamplerPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig
+from seetjax.rollout.policy import SamplerPolicy
 from seetjax.runtime.sharding import make_mesh
 from seetjax.sampling import Sampler, SamplingParams
 from seetjax.seet.config import PLAIN_STAGE

@@ -13,7 +13,8 @@ from seetjax.models.hf import load_hf_checkpoint
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.branching import BranchConfig, at_boundary, fork_episode, fork_episodes
 from seetjax.rollout.episode import Episode, EpisodeLimits
-from seetjax.rollout.loop import Rollout, RolloutConfig, SamplerPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig
+from seetjax.rollout.policy import SamplerPolicy
 from seetjax.sampling import Completion, Sampler, SamplingParams
 from tests.rollout.conftest import calls_text
 from tests.rollout.test_loop import COMPACT, STAGE3, replay

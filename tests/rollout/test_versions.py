@@ -13,7 +13,8 @@ from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import Rollout, RolloutConfig, SamplerPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig
+from seetjax.rollout.policy import SamplerPolicy
 from seetjax.rollout.versions import version_stats
 from seetjax.sampling import Sampler, SamplingParams
 from seetjax.seet.config import PLAIN_STAGE

@@ -16,7 +16,8 @@ from seetjax.envs.bfcl.env import BfclEnvConfig, load_split
 from seetjax.envs.generated import Difficulty, generate_tasks
 from seetjax.eval.evaluate import EVAL_STAGE, report
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import Rollout, RolloutConfig, SamplerPolicy
+from seetjax.rollout.loop import Rollout, RolloutConfig
+from seetjax.rollout.policy import SamplerPolicy
 from seetjax.sampling import SamplingParams
 from seetjax.serving.client import EndpointConfig, EndpointPolicy, reply_text
 from seetjax.serving.requests import GenerationParams

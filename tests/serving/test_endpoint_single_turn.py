@@ -12,7 +12,7 @@ from seetjax.envs.bfcl import single_turn as bfcl_single
 from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.eval import single_turn_eval
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import SamplerPolicy
+from seetjax.rollout.policy import SamplerPolicy
 from seetjax.sampling import SamplingParams
 from seetjax.serving.client import EndpointConfig, EndpointPolicy, single_turn_replies
 from tests.serving.servinglib import MODEL_NAME
