@@ -30,8 +30,8 @@ from seetjax.rl.memory_plan import (  # noqa: E402
     parse_mesh,
     plan_memory,
     plans_table,
-    resolve_mesh,
 )
+from seetjax.runtime.sharding import mesh_sizes
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/tiny.py", "Run config file.")
 _MESH = flags.DEFINE_multi_string("mesh", [], "data=D,fsdp=F,tensor=T, one or more "
@@ -64,7 +64,7 @@ def _mesh_sizes(config, text: str) -> tuple[int, int, int]:
     sizes = (parse_mesh(text) if text else
              (learner_mesh.get("data", -1), learner_mesh.get("fsdp", 1),
               learner_mesh.get("tensor", 1)))
-    return resolve_mesh(sizes, _DEVICES.value if -1 in sizes else math.prod(sizes))
+    return mesh_sizes(sizes, _DEVICES.value if -1 in sizes else math.prod(sizes))
 
 
 def main(argv):

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import re
 from collections.abc import Sequence
@@ -68,7 +67,7 @@ from seetjax.rl.memory_terms import (
     uses_fused_attention,
 )
 from seetjax.rl.start_model import model_options
-from seetjax.runtime.sharding import MESH_AXES
+from seetjax.runtime.sharding import MESH_AXES, mesh_sizes
 from seetjax.sampling.sampler import bucket
 
 GiB = 1 << 30
@@ -192,17 +191,6 @@ def parse_mesh(text: str) -> tuple[int, int, int]:
             raise ValueError(f"mesh {text!r}: comma-separated axis=size, axes {MESH_AXES}")
         sizes[name.strip()] = int(value)
     return tuple(sizes[a] for a in MESH_AXES)
-
-
-def resolve_mesh(sizes: Sequence[int], devices: int) -> tuple[int, int, int]:
-    """(data, fsdp, tensor) with a -1 resolved over `devices` (as `make_mesh` does)."""
-    sizes = list(sizes)
-    known = math.prod(s for s in sizes if s != -1)
-    if sizes.count(-1) > 1 or any(s == 0 or s < -1 for s in sizes) or devices % known:
-        raise ValueError(f"mesh {tuple(sizes)}: cannot lay out over {devices} devices")
-    if -1 in sizes:
-        sizes[sizes.index(-1)] = devices // known
-    return tuple(sizes)
 
 
 def model_config_of(config: ml_collections.ConfigDict, *, preset: str = "",
@@ -359,7 +347,7 @@ def check_launch(config: ml_collections.ConfigDict, budget: int | None = None
     plan = build_plan(config)
     model_dir = None if config.model.get("preset") else resolve_model_path(config.model.path)
     cfg = model_config_of(config, model_dir=model_dir)
-    mesh = resolve_mesh(plan.learner.mesh, jax.device_count())
+    mesh = mesh_sizes(plan.learner.mesh, jax.device_count())
     kw = dict(mesh=mesh, processes=jax.process_count(), backend=jax.default_backend())
     tasks = config.data.tasks_per_step
     memory = plan_memory(cfg, plan, tasks, **kw)

@@ -31,22 +31,30 @@ DEFAULT_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+def mesh_sizes(sizes: Sequence[int], devices: int) -> tuple[int, int, int]:
+    """(data, fsdp, tensor) laid out over `devices`: one size may be -1 (the rest), the others
+    >= 1, their product the device count."""
+    sizes = list(sizes)
+    if sizes.count(-1) > 1 or any(s == 0 or s < -1 for s in sizes):
+        raise invalid("make_mesh", "data, fsdp, tensor", tuple(sizes),
+                      "each >= 1, at most one -1")
+    known = int(np.prod([s for s in sizes if s != -1]))
+    if -1 in sizes:
+        if devices % known:
+            raise invalid("make_mesh", "data, fsdp, tensor", tuple(sizes),
+                          f"{devices} devices do not divide into them")
+        sizes[sizes.index(-1)] = devices // known
+    if int(np.prod(sizes)) != devices:
+        raise invalid("make_mesh", "data, fsdp, tensor", tuple(sizes),
+                      f"their product must be the {devices} devices")
+    return tuple(sizes)
+
+
 def make_mesh(data: int = -1, fsdp: int = 1, tensor: int = 1,
               devices: Sequence[jax.Device] | None = None) -> Mesh:
     """A (data, fsdp, tensor) mesh over `devices` (default: all); one size may be -1 (the rest)."""
     devices = list(jax.devices() if devices is None else devices)
-    sizes = [data, fsdp, tensor]
-    if sizes.count(-1) > 1:
-        raise invalid("make_mesh", "data, fsdp, tensor", tuple(sizes), "at most one may be -1")
-    known = int(np.prod([s for s in sizes if s != -1]))
-    if -1 in sizes:
-        if len(devices) % known:
-            raise invalid("make_mesh", "data, fsdp, tensor", tuple(sizes),
-                          f"{len(devices)} devices do not divide into them")
-        sizes[sizes.index(-1)] = len(devices) // known
-    if int(np.prod(sizes)) != len(devices):
-        raise invalid("make_mesh", "data, fsdp, tensor", tuple(sizes),
-                      f"their product must be the {len(devices)} devices")
+    sizes = mesh_sizes((data, fsdp, tensor), len(devices))
     grid = np.asarray(devices, dtype=object).reshape(sizes)
     return Mesh(grid, MESH_AXES)
 
