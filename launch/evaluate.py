@@ -65,7 +65,7 @@ from seetjax.eval.evaluate import (
 )
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.models.tokenizer import Tokenizer
-from seetjax.rl.trainer import restore_run
+from seetjax.rl.restore import restore_run
 from seetjax.rollout.episode import EpisodeLimits
 from seetjax.rollout.loop import Rollout, RolloutConfig
 from seetjax.rollout.policy import SamplerPolicy

@@ -39,15 +39,14 @@ from seetjax.learner import create_learner
 from seetjax.learner.checkpoint import Checkpointer, DamagedCheckpoints
 from seetjax.learner.update_signal import update_has_signal
 from seetjax.models.tokenizer import Tokenizer
-from seetjax.models.transformer import Transformer
 from seetjax.report.console import say
 from seetjax.report.metrics import MetricsWriter, rewind_metrics
 from seetjax.report.plots import plot_curves, read_metrics
 from seetjax.rl.alarms import Alarms, call_counts, weight_sync
-from seetjax.rl.config import Plan, build_plan
+from seetjax.rl.config import build_plan
 from seetjax.rl.evals import RunEvaluations, greedy_policy
 from seetjax.rl.milestones import Milestone, first_per_category
-from seetjax.rl.policy_states import EVAL_ROLE, PolicyStates
+from seetjax.rl.policy_states import PolicyStates
 from seetjax.rl.report import run_report
 from seetjax.rl.start_model import start_model
 from seetjax.rl.step_figures import step_figures
@@ -57,7 +56,6 @@ from seetjax.rollout.multi_agent import MultiAgentRollout
 from seetjax.rollout.policy import SamplerPolicy
 from seetjax.rollout.preferences import rollout_preferences
 from seetjax.rollout.versions import version_stats
-from seetjax.runtime import sharding
 from seetjax.runtime.sync import local_shard, mean_over_processes
 from seetjax.runtime.workdir import WorkdirLock, full_disk_reported, workdir_path
 from seetjax.sampling import Sampler, SamplingParams
@@ -380,28 +378,3 @@ class TrainRun:
 def train(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
           start_over: bool = False) -> dict[str, Any]:
     return TrainRun(config, workdir, start_over=start_over).run()
-
-
-def restore_run(workdir: str | os.PathLike, step: int | None = None, role: str = EVAL_ROLE
-                ) -> tuple[Transformer, Tokenizer, Plan]:
-    """A run's model at checkpoint `step` (default: the latest), its tokenizer and its plan;
-    `role`'s model when each role has its own parameters."""
-    workdir = Path(workdir)
-    config = ml_collections.ConfigDict(json.loads((workdir / "config.json").read_text()))
-    plan = build_plan(config)
-    start = (workdir / "sft" / "model" if config.sft.enabled
-             else resolve_model_path(config.model.path))
-    model = start_model(start, config.model, seed=config.seed,
-                        value_head=plan.learner.term("value") is not None)
-    learner, state = create_learner(model, plan.learner, seed=config.seed,
-                                    mesh=sharding.make_mesh(1, 1, 1, jax.devices()[:1]))
-    policies = PolicyStates(learner, state, plan.param_roles)
-    checkpoints = Checkpointer(workdir / "checkpoints")
-    if step is None:
-        restored = checkpoints.restore_intact(policies.checkpointed)
-        if restored is None:
-            raise FileNotFoundError(f"no intact checkpoint in {workdir / 'checkpoints'}")
-        policies.restore(restored[0])
-    else:
-        policies.restore(checkpoints.restore(policies.checkpointed, step)[0])
-    return policies.model(role), Tokenizer.from_pretrained(start), plan

@@ -16,7 +16,8 @@ from flax import nnx
 from seetjax.config.sections import load_config_file
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.rl.config import build_plan
-from seetjax.rl.trainer import TrainRun, restore_run
+from seetjax.rl.restore import restore_run
+from seetjax.rl.trainer import TrainRun
 
 ROOT = Path(__file__).resolve().parents[2]
 # The main job as configs/smoke.py cuts it (SFT warm-up from the embedded default on two generated
