@@ -63,9 +63,11 @@ bench: install-test
 	$(BIN)/python experiments/benchmarks/table.py
 
 # On a lent GPU machine, from the repository root (no venv there: the image's python3, with the
-# wheels carried in .whl/): the GPU tests, the GPU benchmarks and two steps of the scaled RL run in
-# under 8 minutes; a row per part to BENCHMARKS.md, logs to $OUT (docs/performance.md, "On a GPU").
-# Its plumbing at tiny shapes on the CPU: make gpu-check PYTHON=.venv/bin/python ARGS=--cpu-dry-run
+# wheels carried in .whl/), two calls of under 8 minutes each: `make gpu-check` (two steps of the
+# scaled RL run, the GPU benchmarks), then `make gpu-check ARGS="--parts tests"` (the GPU tests);
+# a row per part to BENCHMARKS.md, logs to $OUT (docs/performance.md, "On a GPU").
+# Its plumbing at tiny shapes on the CPU:
+#   make gpu-check PYTHON=.venv/bin/python ARGS="--cpu-dry-run --parts all"
 .PHONY: gpu-check
 gpu-check:
 	$(PYTHON) experiments/benchmarks/gpu_check.py $(ARGS)

@@ -30,6 +30,14 @@ def test_a_hung_part_is_killed_with_its_children_at_its_cap(check, tmp_path):
                      dict(os.environ), 10) == "failed (rc 3)"
 
 
+def test_parts_and_groups(check):
+    assert check.expand_parts("figures") == ["wheels", "scale", "sampler", "learner"]
+    assert check.expand_parts("tests,wheels") == ["wheels", "tests"]
+    assert check.expand_parts("all") == list(check.CAPS)
+    with pytest.raises(ValueError, match="unknown \\['tests-gpu'\\]"):
+        check.expand_parts("sampler,tests-gpu")
+
+
 def test_figures_from_pytest_and_the_scaled_run(check, tmp_path):
     log = ("PASSED tests/models/test_transformer.py::test_cudnn_attention_matches_xla_with_"
            "gradients\nFAILED tests/learner/test_step.py::test_x - AssertionError\n"
