@@ -50,7 +50,8 @@ from flax import nnx
 from seetjax.defaults.base_model import resolve_model_path
 from seetjax.envs.bfcl import single_turn as bfcl_single
 from seetjax.envs.bfcl.data import CATEGORIES, BfclTask
-from seetjax.envs.bfcl.env import DECODINGS, SPLITS, BfclEnvConfig, load_split
+from seetjax.envs.bfcl.env import DECODINGS, BfclEnvConfig
+from seetjax.envs.bfcl.splits import SPLITS, load_split
 from seetjax.envs.tool_retrieval import MODES
 from seetjax.eval import retrieval_sweep, single_turn_eval
 from seetjax.eval.evaluate import (

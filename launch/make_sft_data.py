@@ -16,7 +16,8 @@ from seetjax.data.bfcl_dialogs import bfcl_dialogs
 from seetjax.data.dialogs import type_counts, write_jsonl
 from seetjax.data.single_turn_dialogs import SELECTION_CATEGORIES, single_turn_dialogs
 from seetjax.envs.bfcl.data import CATEGORIES
-from seetjax.envs.bfcl.env import SPLITS, BfclEnvConfig
+from seetjax.envs.bfcl.env import BfclEnvConfig
+from seetjax.envs.bfcl.splits import SPLITS
 
 _OUT = flags.DEFINE_string("out", None, "JSONL file to write.", required=True)
 _SPLIT = flags.DEFINE_enum("split", "train", SPLITS, "BFCL scenario split.")

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from seetjax.errors import MAX_VALUE_CHARS, invalid, require
+from seetjax.errors import MAX_VALUE_CHARS, invalid, require, require_int
 
 
 @dataclasses.dataclass
@@ -46,3 +46,14 @@ def test_require_raises_only_when_the_check_fails():
         require(False, Limits, "max_steps", 0, "must be >= 1")
     with pytest.raises(TypeError, match=r"^Limits\.max_steps='3': must be an int$"):
         require(False, Limits(), "max_steps", "3", "must be an int", TypeError)
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.0, True, "2", None])
+def test_require_int_refuses_what_is_not_an_integer_at_least_the_bound(value):
+    with pytest.raises(ValueError, match=rf"^Limits\.max_steps={value!r}: must be an integer >= 1$"):
+        require_int(Limits, "max_steps", value, 1)
+
+
+def test_require_int_takes_an_integer_at_the_bound_or_above():
+    for value in (1, 7):
+        require_int(Limits, "max_steps", value, 1)

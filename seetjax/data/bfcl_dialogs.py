@@ -24,7 +24,8 @@ from collections.abc import Iterable, Sequence
 from seetjax.data.dialogs import Dialog, listing
 from seetjax.envs.base import StepCode
 from seetjax.envs.bfcl.data import CATEGORIES, BfclTask
-from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig, load_split
+from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig
+from seetjax.envs.bfcl.splits import load_split
 from seetjax.tools.calls import ToolCall
 
 

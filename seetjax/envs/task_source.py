@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from seetjax.config.fields import checked_field
-from seetjax.envs.bfcl import env as bfcl
+from seetjax.envs.bfcl import splits as bfcl
 from seetjax.envs.bfcl.data import CATEGORIES, BfclTask
 from seetjax.envs.generated import CLASSES, Difficulty, generate_tasks
 from seetjax.errors import invalid

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from seetjax.envs.base import EpisodeTrace, Message, StepCode, StepResult, TurnVerdict
+from seetjax.envs.qa_search.config import QASearchConfig
 from seetjax.envs.qa_search.corpus import QATask
-from seetjax.envs.qa_search.env import QASearchConfig
 from seetjax.envs.qa_search.reward import RewardParts, exact_match, qa_reward
 from seetjax.tools import prompts
 from seetjax.tools.calls import ParseError, ToolCall, parse_tool_calls

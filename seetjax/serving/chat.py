@@ -5,7 +5,7 @@ renders them (`Tokenizer.chat_ids`); assistant `tool_calls` go to the template w
 arguments decoded, as transformers' templates expect. Replies are read with
 `seetjax.tools.calls.parse_tool_calls` (hermes blocks, BFCL's python lists, JSON objects); a reply
 that does not parse, or calls a function the request did not declare, is returned as content.
-Model text is never evaluated.
+Model text is never evaluated. The same reply streamed as it decodes: `chat_stream.py`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import re
 import secrets
 import string
-from collections.abc import Sequence
 from typing import Any
 
-from seetjax.models.tokenizer import Tokenizer
+from seetjax.models.tokenizer import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, Tokenizer
 from seetjax.serving.errors import APIError
 from seetjax.serving.json_grammar import NFA, schema_nfa, value
 from seetjax.serving.protocol import (
@@ -30,11 +28,9 @@ from seetjax.serving.protocol import (
     ToolMessage,
 )
 from seetjax.serving.token_fsm import TokenFSM, Vocabulary, compile_fsm
+from seetjax.serving.token_text import TokenText
 from seetjax.tools.calls import ParseError, ToolCall, parse_tool_calls
 
-_HERMES_OPEN, _HERMES_CLOSE = "<tool_call>", "</tool_call>"
-_CALL_START = re.compile(r"[A-Za-z_][\w.]*\(")  # `name(`: a python-format call begins
-_IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*\Z")  # could still become `name(`
 _ID_ALPHABET = string.ascii_letters + string.digits
 
 
@@ -230,7 +226,7 @@ class ChatFormat:
             return Reply(text, [])
         # The text around the calls, less the whitespace before them that the template writes
         # itself when it renders the message again (content, newline, calls).
-        content = _outside_calls(text).rstrip() if _HERMES_OPEN in text else ""
+        content = outside_calls(text).rstrip() if TOOL_CALL_OPEN in text else ""
         return Reply(content if content.strip() else None, [openai_tool_call(c) for c in calls])
 
 
@@ -257,15 +253,16 @@ def openai_tool_call(call: ToolCall) -> dict[str, Any]:
                          "arguments": json.dumps(dict(call.args), ensure_ascii=False)}}
 
 
-def _outside_calls(text: str) -> str:
-    """The text with every <tool_call>...</tool_call> block removed."""
+def outside_calls(text: str) -> str:
+    """The text with every <tool_call>...</tool_call> block removed (an unclosed one runs to the
+    end)."""
     out, end = [], 0
-    while (opened := text.find(_HERMES_OPEN, end)) >= 0:
+    while (opened := text.find(TOOL_CALL_OPEN, end)) >= 0:
         out.append(text[end:opened])
-        closed = text.find(_HERMES_CLOSE, opened)
+        closed = text.find(TOOL_CALL_CLOSE, opened)
         if closed < 0:
             return "".join(out)
-        end = closed + len(_HERMES_CLOSE)
+        end = closed + len(TOOL_CALL_CLOSE)
     out.append(text[end:])
     return "".join(out)
 
@@ -294,128 +291,3 @@ def _call_parts(tokenizer: Tokenizer) -> tuple[str, str, str] | None:
     after = reply[closed + 1:]
     ends = [i for t in tokenizer.stop_ids if (i := after.find(tokenizer.decode([t]))) >= 0]
     return reply[:at], reply[at + len(name):brace], after[:min(ends, default=len(after))]
-
-
-class ContentStream:
-    """Releases a choice's text as streamed content. With tools active, text that is or may
-    become a tool call waits for the end of the reply (then it goes out as tool_calls, or as
-    content when it does not parse), and so does trailing whitespace (`ChatFormat.reply` drops
-    it before a call), so the streamed content is always the start of the final content."""
-
-    def __init__(self, tools_active: bool, forced: bool = False):
-        self.tools_active = tools_active
-        self.text = ""
-        self.sent = ""
-        self._holding = forced  # a forced call: all of it is a call
-
-    def feed(self, delta: str) -> str:
-        self.text += delta
-        if not self.tools_active:
-            out, self.sent = self.text[len(self.sent):], self.text
-            return out
-        if self._holding:
-            return ""
-        body = self.text
-        head = body.lstrip()
-        if head.startswith(("[", "{")) or _CALL_START.match(head):
-            self._holding = True  # python or JSON calls: the whole message is the call
-            return ""
-        if not head or _IDENTIFIER.match(head):
-            return ""  # nothing yet, or `name` that may become `name(`
-        opened = body.find(_HERMES_OPEN)
-        if opened >= 0:
-            body = body[:opened]
-        else:
-            body = body[:len(body) - _partial_suffix(body, _HERMES_OPEN)]
-        body = body.rstrip()  # trailing whitespace waits: it is stripped before a call
-        if len(body) <= len(self.sent):
-            return ""
-        out, self.sent = body[len(self.sent):], body
-        return out
-
-    def finish(self, final_content: str | None) -> str:
-        """The rest of the final content (what the full reply gives) not streamed yet."""
-        final = final_content or ""
-        if final.startswith(self.sent):
-            return final[len(self.sent):]
-        return ""  # cannot happen with the rules above; never send contradicting text
-
-
-class ForcedCallStream:
-    """Streams a forced call (`ChatFormat.forced_call`) as OpenAI does: a first tool-call delta
-    with its id and name once the name is written, then the arguments as they decode. The
-    automaton fixes the reply's form (opening, name, arguments, closing), so the arguments are
-    all that follows the name but the closing's length: what goes out is always the start of
-    the final arguments."""
-
-    def __init__(self, call_parts: tuple[str, str, str]):
-        self.before_name, self.after_name, self.after_args = call_parts
-        self.text, self.id, self.sent = "", None, 0
-
-    def feed(self, delta: str) -> list[dict[str, Any]]:
-        """The tool-call deltas (OpenAI's form, call index 0) that `delta` completes."""
-        self.text += delta
-        name, found, arguments = self.text[len(self.before_name):].partition(self.after_name)
-        if not found:
-            return []
-        out: list[dict[str, Any]] = []
-        if self.id is None:
-            self.id = tool_call_id()
-            out.append({"index": 0, "id": self.id, "type": "function",
-                        "function": {"name": name, "arguments": ""}})
-        ready = arguments[:max(0, len(arguments) - len(self.after_args))]
-        if len(ready) > self.sent:
-            out.append({"index": 0, "function": {"arguments": ready[self.sent:]}})
-            self.sent = len(ready)
-        return out
-
-
-def _partial_suffix(text: str, marker: str) -> int:
-    """Length of the longest suffix of `text` that is a proper prefix of `marker`."""
-    for k in range(min(len(marker) - 1, len(text)), 0, -1):
-        if text.endswith(marker[:k]):
-            return k
-    return 0
-
-
-class TokenText:
-    """Each token's text and raw bytes, for logprobs (a byte-level BPE token may be part of a
-    UTF-8 character: its `bytes` are exact, its text is what decoding it alone gives)."""
-
-    def __init__(self, tokenizer: Tokenizer):
-        self.tokenizer = tokenizer
-        self._byte_of = {c: b for b, c in _bytes_to_unicode().items()}
-
-    @functools.lru_cache(maxsize=65_536)  # noqa: B019 - one instance per server
-    def text(self, token_id: int) -> str:
-        return self.tokenizer.decode([token_id])
-
-    @functools.lru_cache(maxsize=65_536)  # noqa: B019
-    def bytes(self, token_id: int) -> list[int]:
-        piece = self.tokenizer.hf.convert_ids_to_tokens(token_id)
-        if isinstance(piece, str) and piece and all(c in self._byte_of for c in piece):
-            return [self._byte_of[c] for c in piece]
-        return list(self.text(token_id).encode("utf-8"))
-
-    def logprobs(self, token_ids: Sequence[int], logprobs: Sequence[float],
-                 tops: Sequence[Sequence[tuple[int, float]]]) -> list[dict[str, Any]]:
-        """OpenAI's `logprobs.content` entries."""
-        return [{"token": self.text(t), "logprob": lp, "bytes": self.bytes(t),
-                 "top_logprobs": [{"token": self.text(a), "logprob": alp, "bytes": self.bytes(a)}
-                                  for a, alp in top]}
-                for t, lp, top in zip(token_ids, logprobs, tops)]
-
-
-@functools.lru_cache(maxsize=1)
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte-level alphabet: byte -> the printable character a byte-level BPE uses."""
-    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-                 + list(range(ord("®"), ord("ÿ") + 1)))
-    chars = printable[:]
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + extra)
-            extra += 1
-    return {b: chr(c) for b, c in zip(printable, chars)}

@@ -37,6 +37,7 @@ from seetjax.rollout.chat import Conversation
 from seetjax.rollout.episode import Episode, EpisodeLimits
 from seetjax.rollout.loop import Rollout
 from seetjax.sampling import Completion
+from seetjax.serving.chat import outside_calls
 from seetjax.tools.calls import ParseError, parse_tool_calls
 
 logger = logging.getLogger(__name__)
@@ -150,7 +151,7 @@ def chat_messages(history: Sequence[Mapping[str, Any]], native: bool, call_forma
             calls = parse_tool_calls(content, call_format) if native else []
             if native and not isinstance(calls, ParseError) and calls:
                 ids = [f"call_{n}_{k}" for k in range(len(calls))]
-                outside = _outside_hermes(content).strip()
+                outside = outside_calls(content).strip()
                 out.append({"role": "assistant", "content": outside or None,
                             "tool_calls": [
                                 {"id": i, "type": "function",
@@ -181,17 +182,6 @@ def reply_text(content: str | None, tool_calls: Sequence[Any]) -> str:
     blocks = [f'<tool_call>{{"name": {json.dumps(c.function.name)}, "arguments": '
               f'{c.function.arguments or "{}"}}}</tool_call>' for c in tool_calls]
     return "\n".join(([content] if content else []) + blocks)
-
-
-def _outside_hermes(text: str) -> str:
-    out, end = [], 0
-    while (opened := text.find("<tool_call>", end)) >= 0:
-        out.append(text[end:opened])
-        closed = text.find("</tool_call>", opened)
-        if closed < 0:
-            return "".join(out)
-        end = closed + len("</tool_call>")
-    return "".join(out + [text[end:]])
 
 
 def evaluate_endpoint(rollouts: Mapping[str, Rollout], policy: EndpointPolicy,

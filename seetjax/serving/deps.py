@@ -11,9 +11,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from seetjax.errors import invalid, require
-from seetjax.serving.chat import ChatFormat, TokenText
+from seetjax.serving.chat import ChatFormat
 from seetjax.serving.engine import Engine
 from seetjax.serving.errors import APIError
+from seetjax.serving.token_text import TokenText
 
 
 @dataclasses.dataclass(frozen=True)

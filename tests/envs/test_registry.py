@@ -4,7 +4,8 @@ import ml_collections
 import pytest
 
 from seetjax.envs import registry
-from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig, load_split
+from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig
+from seetjax.envs.bfcl.splits import load_split
 from seetjax.envs.capabilities import GroundTruth, Hints, ReadsCalls, Rewindable
 from seetjax.rl.config import default_config, env_of
 

@@ -3,7 +3,7 @@
 import pytest
 
 from seetjax.envs.bfcl.data import CATEGORIES
-from seetjax.envs.bfcl.env import load_split
+from seetjax.envs.bfcl.splits import load_split
 from seetjax.envs.generated import generate_tasks
 from seetjax.envs.task_source import VALIDATION_START, TaskSource, task_source
 

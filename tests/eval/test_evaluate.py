@@ -2,7 +2,8 @@
 
 import json
 
-from seetjax.envs.bfcl.env import BfclEnvConfig, load_split
+from seetjax.envs.bfcl.env import BfclEnvConfig
+from seetjax.envs.bfcl.splits import load_split
 from seetjax.eval.evaluate import EVAL_STAGE, markdown, report, write_reports
 from seetjax.rollout.loop import Rollout, RolloutConfig
 from tests.rollout.scripted import ScriptedPolicy

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from seetjax.config.sections import load_config_file
-from seetjax.envs.bfcl.env import load_split
+from seetjax.envs.bfcl.splits import load_split
 from seetjax.eval.evaluate import EVAL_STAGE
 from seetjax.rl.config import build_plan
 from seetjax.rl.evals import RunEvaluations

@@ -5,7 +5,8 @@ import itertools
 
 import numpy as np
 
-from seetjax.envs.bfcl.env import BfclEnvConfig, load_split
+from seetjax.envs.bfcl.env import BfclEnvConfig
+from seetjax.envs.bfcl.splits import load_split
 from seetjax.eval.evaluate import EVAL_STAGE, evaluate_tasks, markdown, redecode
 from seetjax.rl.milestones import (
     Milestone,

@@ -1,11 +1,12 @@
-"""Reading replies into content and tool calls, streaming them, and each token's bytes."""
+"""Reading replies into content and tool calls, and streaming them."""
 
 import json
 import random
 
 import pytest
 
-from seetjax.serving.chat import ChatFormat, ContentStream, TokenText
+from seetjax.serving.chat import ChatFormat
+from seetjax.serving.chat_stream import ContentStream
 from seetjax.serving.protocol import ChatCompletionRequest
 from tests.serving.servinglib import MODEL_NAME, QUESTION, TOOLS
 
@@ -83,11 +84,3 @@ def test_forced_calls_take_the_template_form(chat_format, tokenizer):
     reply = chat_format.reply(named, cut, "stop")
     assert reply.content == cut and reply.tool_calls == []
 
-
-def test_token_bytes_are_exact_for_pieces_of_characters(tokenizer):
-    text = TokenText(tokenizer)
-    ids = tokenizer.encode("naïve café ✓")
-    assert bytes(b for i in ids for b in text.bytes(i)).decode() == "naïve café ✓"
-    entries = text.logprobs(ids[:2], [-0.5, -1.0], [[(ids[0], -0.5)], []])
-    assert entries[0]["top_logprobs"][0]["token"] == entries[0]["token"]
-    assert entries[1]["logprob"] == -1.0 and entries[1]["top_logprobs"] == []

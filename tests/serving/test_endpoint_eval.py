@@ -12,7 +12,8 @@ from pathlib import Path
 import jax
 import pytest
 
-from seetjax.envs.bfcl.env import BfclEnvConfig, load_split
+from seetjax.envs.bfcl.env import BfclEnvConfig
+from seetjax.envs.bfcl.splits import load_split
 from seetjax.envs.generated import Difficulty, generate_tasks
 from seetjax.eval.evaluate import EVAL_STAGE, report
 from seetjax.rollout.episode import EpisodeLimits

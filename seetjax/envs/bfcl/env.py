@@ -1,11 +1,4 @@
-"""BFCL multi-turn as a ToolEnv: task splits and the episode state machine.
-
-Splits. The four categories share their 200 scenarios by index (entry i of base, miss_func,
-miss_param and long_context is the same scenario, varied), so a split assigns indices, the same in
-every category, and no test scenario is trained on under another category's name. The indices are
-ordered by the SHA-256 of `f"{SPLIT_SALT}:{index}"`: the first 100 are `test`, the next 10
-`validation`, the last 90 `train` (`train_full` = train + validation, the 100 per category, 400 in
-all, that EnvTuning trains on). The split is fixed by this code, independent of any RNG.
+"""BFCL multi-turn as a ToolEnv: the episode state machine (its tasks by split: `splits.py`).
 
 Episodes follow bfcl_eval's inference loop: an assistant message that makes no call ends the turn,
 as does (by default) one that cannot be parsed; a turn may have at most `max_steps_per_turn`
@@ -24,9 +17,8 @@ and the ground truth are unchanged.
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,40 +31,15 @@ from seetjax.envs.bfcl.checker import (
     entry_result,
     state_differences,
 )
-from seetjax.envs.bfcl.data import CATEGORIES, BfclTask, load_tasks
+from seetjax.envs.bfcl.data import BfclTask
 from seetjax.envs.bfcl.hints import step_hint
 from seetjax.envs.bfcl.official import decode_official
 from seetjax.envs.state_copy import deepcopy_state
-from seetjax.errors import invalid
+from seetjax.errors import invalid, require_int
 from seetjax.tools import prompts
 from seetjax.tools.calls import MAX_MESSAGE_CHARS, ParseError, ToolCall, parse_tool_calls
 from seetjax.tools.executor import ExecutionResult, OutputBudget
 from seetjax.tools.schema import ToolSchema
-
-SPLIT_SALT = "seetjax-bfcl-multi-turn-v1"
-SPLITS = ("train", "validation", "test", "train_full", "all")
-NUM_SCENARIOS = 200
-
-
-def split_indices(split: str) -> tuple[int, ...]:
-    """The scenario indices (0..199) of a split, in increasing order (see the module docstring)."""
-    order = sorted(range(NUM_SCENARIOS),
-                   key=lambda i: hashlib.sha256(f"{SPLIT_SALT}:{i}".encode()).hexdigest())
-    parts = {"test": order[:100], "validation": order[100:110], "train": order[110:],
-             "train_full": order[100:], "all": order}
-    if split not in parts:
-        raise invalid("split_indices", "split", split, f"one of {SPLITS}")
-    return tuple(sorted(parts[split]))
-
-
-def load_split(split: str, categories: Iterable[str] = CATEGORIES,
-               per_category: int | None = None) -> list[BfclTask]:
-    """The tasks of `split` in each of `categories`, category by category; with `per_category`,
-    only the first that many of each (in scenario order: the same scenarios in every category)."""
-    indices = set(split_indices(split))
-    return [task for category in categories
-            for task in [t for t in load_tasks(category) if t.index in indices][:per_category]]
-
 
 # The call format each prompt style teaches (compact prompts can teach either); "auto" reads any
 # format, for evaluating models that answer in a format of their own.
@@ -135,10 +102,7 @@ class BfclEnvConfig:
                           "call format(s)")
         if self.max_steps_per_turn < 1:
             raise invalid(self, "max_steps_per_turn", self.max_steps_per_turn, "must be >= 1")
-        budget = self.max_episode_observation_chars
-        if type(budget) is not int or budget < 1:
-            raise invalid(self, "max_episode_observation_chars", budget,
-                          "must be an integer >= 1")
+        require_int(self, "max_episode_observation_chars", self.max_episode_observation_chars, 1)
         if self.decoding not in DECODINGS:
             raise invalid(self, "decoding", self.decoding, f"one of {DECODINGS}")
         if self.decoding == "official" and self.resolved_call_format != "python":

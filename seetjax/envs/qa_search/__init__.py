@@ -8,6 +8,7 @@
     retriever.py   chunking, BM25 / dense / hybrid (reciprocal-rank fusion), Recall@k and MRR
     masking.py     retrieval_mask_ratio: exactly floor(r * n) retrieved words masked, seeded
     reward.py      exact match, token F1, format and search cost, each part kept
+    config.py      QASearchConfig: episode, reward and retriever settings, checked
     env.py         QASearchEnv, the ToolEnv with search(query, k) and answer(text)
     oracle.py      the oracle policy: gold hop queries, then the last hop's answer
     run.py         in run configs (env.name=qa_search): the section with its corpus, one

@@ -10,8 +10,9 @@ from __future__ import annotations
 import random
 
 from seetjax.envs.base import StepResult
+from seetjax.envs.qa_search.config import QASearchConfig
 from seetjax.envs.qa_search.corpus import QATask
-from seetjax.envs.qa_search.env import QASearchConfig, QASearchEnv, gold_calls
+from seetjax.envs.qa_search.env import QASearchEnv, gold_calls
 from seetjax.tools.calls import ToolCall
 
 

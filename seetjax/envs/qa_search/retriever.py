@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from seetjax.envs.qa_search.corpus import Passage
-from seetjax.errors import invalid
+from seetjax.errors import invalid, require_int
 from seetjax.retrieval import metrics
 from seetjax.retrieval.corpus import ToolDoc
 
@@ -55,8 +55,7 @@ class RetrieverSettings:
         for name, value, least in (("chunk_words", self.chunk_words, 1),
                                    ("chunk_overlap", self.chunk_overlap, 0),
                                    ("rrf_k", self.rrf_k, 0), ("fusion_depth", self.fusion_depth, 1)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise invalid(OWNER, name, value, f"must be an integer >= {least}")
+            require_int(OWNER, name, value, least)
         if self.chunk_overlap >= self.chunk_words:
             raise invalid(OWNER, "chunk_overlap", self.chunk_overlap, "must be smaller than "
                              f"chunk_words={self.chunk_words}")

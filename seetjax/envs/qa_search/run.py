@@ -20,12 +20,13 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+from seetjax.envs.qa_search.config import QASearchConfig
 from seetjax.envs.qa_search.corpus import QATask
-from seetjax.envs.qa_search.env import QASearchConfig, QASearchEnv
+from seetjax.envs.qa_search.env import QASearchEnv
 from seetjax.envs.qa_search.retriever import PassageRetriever, RetrieverSettings
 from seetjax.envs.qa_search.web_search import load_web_search
 from seetjax.envs.qa_search.world import SPLITS, World, WorldConfig
-from seetjax.errors import invalid
+from seetjax.errors import invalid, require_int
 
 NAME = "qa_search"
 CORPORA = {"world": SPLITS, "web_search": ("test",)}  # corpus -> its splits
@@ -49,9 +50,7 @@ class QASearchRunConfig(QASearchConfig):
         if self.corpus not in CORPORA:
             raise invalid(self, "corpus", self.corpus, f"one of {tuple(CORPORA)}")
         for name, least in (("world_seed", 0), ("world_passages", 2), ("distractors", 0)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise invalid(self, name, value, f"must be an integer >= {least}")
+            require_int(self, name, getattr(self, name), least)
         if not isinstance(self.answer_relations, str):
             raise invalid(self, "answer_relations", self.answer_relations, "comma-separated "
                              "relation names in one string ('' = any)")

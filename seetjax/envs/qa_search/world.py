@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from seetjax.envs.qa_search.corpus import Hop, Passage, QATask
-from seetjax.errors import invalid, require
+from seetjax.errors import invalid, require, require_int
 
 SPLITS = ("train", "test")
 KINDS = ("person", "city", "company", "university")
@@ -108,9 +108,7 @@ class WorldConfig:
 
     def __post_init__(self):
         for name in ("people", "cities", "companies", "universities", "countries"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 2:
-                raise invalid(self, name, value, "must be an integer >= 2")
+            require_int(self, name, getattr(self, name), 2)
         require(1 <= self.min_hops <= 4, self, "min_hops", self.min_hops, "must be in [1, 4]")
         require(self.min_hops <= self.max_hops <= 4, self, "max_hops", self.max_hops,
                 f"must be in [min_hops={self.min_hops}, 4]")

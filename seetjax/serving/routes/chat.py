@@ -13,7 +13,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from seetjax.serving.chat import ContentStream, ForcedCallStream, Prompt
+from seetjax.serving.chat import Prompt
+from seetjax.serving.chat_stream import ContentStream, ForcedCallStream
 from seetjax.serving.deps import Server, ServerDep
 from seetjax.serving.errors import APIError, error_body
 from seetjax.serving.protocol import ChatCompletionRequest

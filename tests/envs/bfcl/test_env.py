@@ -10,7 +10,8 @@ from seetjax.envs.bfcl.checker import (
     STATE_MISMATCH,
 )
 from seetjax.envs.bfcl.data import load_tasks
-from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig, load_split
+from seetjax.envs.bfcl.env import BfclEnv, BfclEnvConfig
+from seetjax.envs.bfcl.splits import load_split
 from seetjax.tools import prompts
 from seetjax.tools.calls import ToolCall
 

@@ -3,7 +3,7 @@
 import pytest
 
 from seetjax.envs.bfcl.data import CATEGORIES, load_category, load_tasks
-from seetjax.envs.bfcl.env import NUM_SCENARIOS, SPLITS, load_split, split_indices
+from seetjax.envs.bfcl.splits import NUM_SCENARIOS, SPLITS, load_split, split_indices
 
 
 def test_each_category_has_200_tasks_with_parsed_ground_truth():

@@ -2,7 +2,8 @@
 
 import pytest
 
-from seetjax.envs.qa_search.env import QASearchConfig, QASearchEnv
+from seetjax.envs.qa_search.config import QASearchConfig
+from seetjax.envs.qa_search.env import QASearchEnv
 from seetjax.envs.qa_search.retriever import PassageRetriever
 from seetjax.envs.qa_search.world import World, WorldConfig
 

@@ -6,7 +6,8 @@ import pytest
 
 from seetjax.config.sections import load_config_file
 from seetjax.envs.base import StepCode
-from seetjax.envs.qa_search.env import QASearchConfig, QASearchEnv, gold_calls
+from seetjax.envs.qa_search.config import QASearchConfig
+from seetjax.envs.qa_search.env import QASearchEnv, gold_calls
 from seetjax.envs.qa_search.oracle import oracle_calls, play_oracle
 from seetjax.envs.qa_search.reward import exact_match
 from seetjax.envs.qa_search.web_search import load_web_search
