@@ -38,8 +38,8 @@ def require(ok: bool, owner: Any, field: str, value: Any, requirement: str,
         raise invalid(owner, field, value, requirement, kind)
 
 
-def require_int(owner: Any, field: str, value: Any, least: int) -> None:
-    """Raises `Owner.field=value: must be an integer >= least` unless `value` is an int (not a
-    bool: `True` would pass for 1) of at least `least`."""
+def require_int(owner: Any, field: str, value: Any, least: int, note: str = "") -> None:
+    """Raises `Owner.field=value: must be an integer >= least` (then `note`) unless `value` is an
+    int (not a bool: `True` would pass for 1) of at least `least`."""
     if not isinstance(value, int) or isinstance(value, bool) or value < least:
-        raise invalid(owner, field, value, f"must be an integer >= {least}")
+        raise invalid(owner, field, value, f"must be an integer >= {least}{note}")

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from seetjax.envs.bfcl.data import BfclTask
-from seetjax.errors import invalid
+from seetjax.errors import invalid, require_int
 from seetjax.retrieval.corpus import doc_text
 from seetjax.tools import prompts
 from seetjax.tools.schema import ToolSchema
@@ -64,8 +64,7 @@ class RetrievalSettings:
             raise invalid("BfclEnvConfig", "tool_retrieval", self.mode, f"one of {MODES}")
         for name, value, least in (("tool_retrieval_k", self.k, 1),
                                    ("tool_retrieval_distractors", self.distractors, 0)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise invalid("BfclEnvConfig", name, value, f"must be an integer >= {least}")
+            require_int("BfclEnvConfig", name, value, least)
         if self.mode == "dense":
             encoder_dir(self.encoder)
 

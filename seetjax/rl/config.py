@@ -20,7 +20,7 @@ from seetjax.envs import registry
 from seetjax.envs.bfcl.data import CATEGORIES
 from seetjax.envs.bfcl.env import DECODINGS
 from seetjax.envs.state_keys import KeyedState
-from seetjax.errors import invalid
+from seetjax.errors import invalid, require_int
 from seetjax.learner.config import LearnerConfig, learner_config
 from seetjax.models.hf import LOAD_FIELDS
 from seetjax.rewards import AgentRewardConfig, RewardConfig, ShapingConfig
@@ -275,6 +275,9 @@ def _rollout(config: ml_collections.ConfigDict, env: Any, limits: EpisodeLimits,
     branch = as_dataclass(BranchConfig, values.pop("branch", {}), "rollout.branch")
     rollout = as_dataclass(RolloutConfig, values, "rollout", env=env, limits=limits,
                            reward=reward_of(config), branch=branch)
+    if branch.until == "turn" and rollout.reward.kind == "env":
+        raise invalid("config.rollout.branch", "until", "turn", "scores a branch on its fork "
+                      "turn, and config.reward.kind='env' scores whole episodes only")
     made = registry.spec_of(env).make
     made = made if isinstance(made, type) else get_type_hints(made).get("return")
     if learner.advantage == "gigpo" and not (isinstance(made, type)
@@ -386,5 +389,4 @@ def _check_counts(config: ml_collections.ConfigDict) -> None:
         value = config
         for key in path.split("."):
             value = value[key]
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise invalid("config", path, value, f"must be an integer >= {least}{meaning}")
+        require_int("config", path, value, least, meaning)

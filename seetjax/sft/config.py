@@ -21,7 +21,7 @@ from seetjax.envs.qa_search.run import NAME as QA_SOURCE
 from seetjax.envs.qa_search.run import QASearchRunConfig
 from seetjax.envs.qa_search.run import check_split as qa_check_split
 from seetjax.envs.task_source import SOURCES, source_of
-from seetjax.errors import invalid
+from seetjax.errors import invalid, require_int
 from seetjax.learner.config import learner_config
 from seetjax.models.hf import load_options
 from seetjax.rollout.multi_agent import MultiAgentConfig
@@ -158,8 +158,7 @@ def check_copy_circuit(config: ml_collections.ConfigDict) -> None:
     for name in ("install", "hold"):
         if not isinstance(circuit[name], bool):
             raise invalid("config.copy_circuit", name, circuit[name], "must be True or False")
-    if not isinstance(circuit.rows, int) or isinstance(circuit.rows, bool) or circuit.rows < 0:
-        raise invalid("config.copy_circuit", "rows", circuit.rows, "must be an integer >= 0")
+    require_int("config.copy_circuit", "rows", circuit.rows, 0)
     if circuit.install and (circuit.rows >= config.data.batch_size
                             or circuit.rows % jax.process_count()):
         raise invalid("config.copy_circuit", "rows", circuit.rows, "must be below "
@@ -257,9 +256,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
         raise invalid("config.data", "max_len", data.max_len, f"must be <= seq_len={data.seq_len} "
                       "(a dialog must fit in a row)")
     cap = data.max_observation_tokens
-    if not isinstance(cap, int) or isinstance(cap, bool) or cap < 0:
-        raise invalid("config.data", "max_observation_tokens", cap, "must be an integer >= 0 "
-                         "(0: observations kept whole)")
+    require_int("config.data", "max_observation_tokens", cap, 0, " (0: observations kept whole)")
     weight = data.final_reply_weight
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not (
             np.isfinite(weight) and weight > 0):
