@@ -13,13 +13,16 @@ hang or a crash in one still leaves the others' figures:
   sampler    bench_sampler.py --decode-only: Qwen2.5-1.5B shape, bf16, batch 64, prompt 512,
              128 new; prefill and decode timed apart, decode against the HBM bound
   learner    bench_learner.py --preset qwen2.5-1.5b --dtype bfloat16 --no-torch: tokens/s, MFU
+  anatomy    anatomy.py at the sampler's and learner's settings: what the compiled decode step
+             and update move (copies, cache updates in place or not, slots the attention reads,
+             top ops by bytes) and the decode step timed apart (argmax, model alone, 4x slots)
   tests      tests/models (the cuDNN kernel test among them), tests/sampling, tests/learner and
              the tolerance rules (tests/test_tolerances.py), 8 workers
 
 --parts takes parts or the groups "figures" (wheels, scale, sampler, learner), "tests" (wheels,
-tests) and "all". The caps are what the parts took on an H100 (2026-11-27) with room: one RL
-step of the scaled run took 253 s from launch (its first step compiling for 143 s), the test
-packages 125 tests in 150 s of 8 workers.
+anatomy, tests) and "all". The caps are what the parts took on an H100 (2026-11-27) with room:
+one RL step of the scaled run took 253 s from launch (its first step compiling for 143 s), the
+test packages 125 tests in 150 s of 8 workers (anatomy's is a guess: not run on a GPU yet).
 
 One row per part goes to BENCHMARKS.md's "GPU check" table as soon as the part ends (device,
 date, jax version, figures, status); the logs, the figures as JSON and BENCHMARKS.md go to $OUT
@@ -52,9 +55,11 @@ SITE = "/tmp/site"  # where the carried wheels go (docs of the device machine)
 TESTS = ["tests/models", "tests/sampling", "tests/learner", "tests/test_tolerances.py"]
 # Per-part caps in seconds on one H100 (first compilations included; twice these on the CPU under
 # --cpu-dry-run); the budget caps them too.
-CAPS = {"wheels": 45, "scale": 380, "sampler": 80, "learner": 80, "tests": 420}
-GROUPS = {"figures": ["wheels", "scale", "sampler", "learner"], "tests": ["wheels", "tests"],
-          "all": list(CAPS)}
+# anatomy (not yet run on a GPU): four compilations of the decode program, the model's step and
+# the update; its --budget-s starts no section past 70 s, and it writes its JSON after each one.
+CAPS = {"wheels": 45, "scale": 380, "sampler": 80, "learner": 80, "anatomy": 90, "tests": 420}
+GROUPS = {"figures": ["wheels", "scale", "sampler", "learner"],
+          "tests": ["wheels", "anatomy", "tests"], "all": list(CAPS)}
 
 
 def part_commands(dry: bool, workdir: Path) -> dict[str, tuple[list[str], str]]:
@@ -72,6 +77,10 @@ def part_commands(dry: bool, workdir: Path) -> dict[str, tuple[list[str], str]]:
                 str(workdir / "learner.json")]
                + (["--preset", "tiny-qwen2", "--rows", "2", "--length", "64", "--rounds", "2"]
                   if dry else ["--preset", "qwen2.5-1.5b", "--dtype", "bfloat16", "--rounds", "5"]))
+    anatomy = ([py, f"{bench}/anatomy.py", "--json", str(workdir / "anatomy.json")]
+               + (["--preset", "tiny-qwen2", "--dtype", "float32", "--batch", "2", "--prompt",
+                   "8", "--new", "4", "--rows", "2", "--length", "32", "--repeats", "1",
+                   "--budget-s", "100"] if dry else ["--budget-s", "70"]))
     config = "configs/scale_1_5b.py" + (":tiny" if dry else "")
     scale = [py, "launch/train.py", f"--config={config}", f"--workdir={workdir / 'scale'}",
              "--config.train.steps=2"]
@@ -81,6 +90,7 @@ def part_commands(dry: bool, workdir: Path) -> dict[str, tuple[list[str], str]]:
                    f"{len(wheels)} wheels from .whl/ into {SITE}"),
         "sampler": (sampler, " ".join(sampler[2:]).replace(str(workdir), "$TMP")),
         "learner": (learner, " ".join(learner[2:]).replace(str(workdir), "$TMP")),
+        "anatomy": (anatomy, " ".join(anatomy[2:]).replace(str(workdir), "$TMP")),
         # Dry run: the packages' tests are collected, not run (hundreds of CPU compilations).
         # -v -v: a line per test as it ends, so a run cut off at its cap still tells what passed.
         "tests": ([*pytest, "-rfEs", *(["--collect-only"] if dry else ["-v", "-v", "-n", "8"]),
@@ -160,6 +170,9 @@ def figures(name: str, log: Path, workdir: Path) -> str:
                     f"(compiling) {r['first_update_s']:.1f} s")
         return (f"prefill {r['prefill_tokens_per_s']:,.0f} prompt tok/s ({r['prefill_s']:.2f} s);"
                 f" decode {r['decode_tokens_per_s']:,.0f} new tok/s; {r['roofline']}")
+    if name == "anatomy" and (workdir / "anatomy.json").exists():
+        # Written after every section: a part cut off at its cap still has the ones it did.
+        return json.loads((workdir / "anatomy.json").read_text()).get("headline", "-")
     if name == "scale":
         return scale_figures(workdir)
     return text.strip().splitlines()[-1][:200] if text.strip() else "-"
@@ -258,12 +271,13 @@ def main() -> None:
 
 
 def copy_out(workdir: Path, benchmarks: Path) -> None:
-    """Into $OUT (the device tool brings back at most 8 files): the JSON, four logs, the scaled
-    run's metrics.jsonl and BENCHMARKS.md."""
+    """Into $OUT (the device tool brings back at most 8 files): the check's JSON (each part's log
+    tail in it), the anatomy's JSON, four logs, the scaled run's metrics.jsonl and BENCHMARKS.md."""
     out = os.environ.get("OUT")
     if not out:
         return
-    files = [workdir / "gpu_check.json", benchmarks, workdir / "scale" / "metrics.jsonl",
+    files = [workdir / "gpu_check.json", workdir / "anatomy.json", benchmarks,
+             workdir / "scale" / "metrics.jsonl",
              *(workdir / f"{name}.log" for name in ("tests", "sampler", "learner", "scale"))]
     for path in files:
         if path.exists():

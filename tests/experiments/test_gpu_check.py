@@ -32,7 +32,8 @@ def test_a_hung_part_is_killed_with_its_children_at_its_cap(check, tmp_path):
 
 def test_parts_and_groups(check):
     assert check.expand_parts("figures") == ["wheels", "scale", "sampler", "learner"]
-    assert check.expand_parts("tests,wheels") == ["wheels", "tests"]
+    assert check.expand_parts("tests,wheels") == ["wheels", "anatomy", "tests"]
+    assert check.expand_parts("tests")[-1] == "tests"  # the anatomy's cap cannot starve them
     assert check.expand_parts("all") == list(check.CAPS)
     with pytest.raises(ValueError, match="unknown \\['tests-gpu'\\]"):
         check.expand_parts("sampler,tests-gpu")
@@ -59,6 +60,31 @@ def test_figures_from_pytest_and_the_scaled_run(check, tmp_path):
         "2 RL steps (40.0, 8.0 s of rollout + batch + update each, the first compiling); step 2: "
         "learner/mfu 0.4, time/batch_s 0.5, time/learn_s 1.5, time/rollout_idle_share 0.125, "
         "time/rollout_s 6")
+
+
+def test_anatomy_figures_are_its_headline_even_when_cut_off(check, tmp_path):
+    log = tmp_path / "anatomy.log"
+    log.write_text("cut off at the cap\n")
+    assert check.figures("anatomy", log, tmp_path) == "cut off at the cap"  # no JSON yet
+    (tmp_path / "anatomy.json").write_text(json.dumps({"headline": "decode step 3.1 ms"}))
+    assert check.figures("anatomy", log, tmp_path) == "decode step 3.1 ms"
+
+
+def test_copy_out_brings_back_at_most_eight_files_the_anatomy_among_them(check, tmp_path,
+                                                                         monkeypatch):
+    work, out = tmp_path / "work", tmp_path / "out"
+    (work / "scale").mkdir(parents=True)
+    out.mkdir()
+    for name in [*check.CAPS, "scale/metrics"]:
+        (work / f"{name}.log").write_text("log")
+        (work / f"{name}.json").write_text("{}")
+    (work / "scale" / "metrics.jsonl").write_text("{}")
+    (work / "gpu_check.json").write_text("{}")
+    (work / "BENCHMARKS.md").write_text("# Benchmarks")
+    monkeypatch.setenv("OUT", str(out))
+    check.copy_out(work, work / "BENCHMARKS.md")
+    copied = sorted(p.name for p in out.iterdir())
+    assert len(copied) <= 8 and "anatomy.json" in copied and "gpu_check.json" in copied, copied
 
 
 @pytest.mark.slow
