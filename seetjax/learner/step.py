@@ -66,8 +66,11 @@ def reference_states(state: TrainState, config: LearnerConfig) -> tuple[nnx.Stat
     return state.reference, state.frozen
 
 
-def _keep_if(ok: Array, new: Any, old: Any) -> Any:
-    return jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)
+def _apply(optimizer: optax.GradientTransformation, grads: nnx.State, opt_state: Any,
+           params: nnx.State) -> tuple[nnx.State, Any]:
+    """One optax update applied: the new parameters and optimizer state."""
+    deltas, new_opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, deltas), new_opt_state
 
 
 def _layout(graphdef: nnx.GraphDef, config: LearnerConfig, mesh: Mesh, rules, state: TrainState,
@@ -139,11 +142,14 @@ def train_step(graphdef: nnx.GraphDef, config: LearnerConfig,
         grads, update_metrics = minibatch_gradients(model, params, *xs)
         grad_norm = optax.tree.norm(grads)
         finite = jnp.isfinite(update_metrics["loss"]) & jnp.isfinite(grad_norm)
-        deltas, new_opt_state = optimizer.update(grads, opt_state, params)
-        new_params = optax.apply_updates(params, deltas)
+        # A cond, not jnp.where(finite, new, old): the select kept the old state alive beside
+        # the new, and XLA copied two thirds of it every update (experiments/benchmarks/anatomy.py)
+        new_params, new_opt_state = jax.lax.cond(
+            finite, lambda: _apply(optimizer, grads, opt_state, params),
+            lambda: (params, opt_state))
         update_metrics.update(grad_norm=grad_norm, learning_rate=schedule(step),
                               skipped=(~finite).astype(jnp.int32))
-        carry = (_keep_if(finite, new_params, params), _keep_if(finite, new_opt_state, opt_state),
+        carry = (new_params, new_opt_state,
                  step + finite.astype(jnp.int32), skipped + (~finite).astype(jnp.int32))
         return carry, update_metrics
 
