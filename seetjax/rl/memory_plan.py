@@ -15,7 +15,9 @@ runs on a machine with one. The transients are arithmetic over the shapes the ru
   which XLA adds each micro-batch's as they are produced;
 - KV cache: every layer's keys and values [rows, kv_heads, head_dim, slots] in the compute dtype,
   rows and slots bucketed to powers of two as the sampler does (`sampling/sampler.py`), slots for
-  the longest episode plus a reply; while the cache grows the old half is held too;
+  the longest episode plus a reply; and a second cache as large: `Sampler.select` (episodes
+  that end, forks) gathers rows into a new cache while the old one lives (no donation: rows move),
+  more than the old half a growing cache holds beside the new one;
 - activations of one micro-batch, every episode filling its row (packing only lowers this):
   per layer `ACT_HIDDEN` hidden-sized and `ACT_FFN` FFN-sized arrays per token in the compute
   dtype and `ACT_SCORES` f32 attention-score blocks per head (none under cuDNN's fused
@@ -90,7 +92,7 @@ class MemoryPlan:
     gradients: int
     activations: int
     kv_cache: int
-    kv_growth: int  # the previous, half-size cache while it grows
+    kv_copy: int  # a second cache while `Sampler.select` gathers rows (or the cache grows)
     sampler_work: int  # next-token logits and one layer's decode / prefill-chunk work
     rows: dict[str, int]  # what the figures assume: learner micro-batch rows and width, ...
 
@@ -105,7 +107,7 @@ class MemoryPlan:
 
     @property
     def sampling_peak(self) -> int:
-        return (self.resident + self.sampler_copy + self.kv_cache + self.kv_growth
+        return (self.resident + self.sampler_copy + self.kv_cache + self.kv_copy
                 + self.sampler_work)
 
     @property
@@ -120,7 +122,7 @@ class MemoryPlan:
         phase = "learner" if self.learner_peak >= self.sampling_peak else "sampling"
         parts = {"learner": ("masters", "optimizer", "reference", "gradients", "activations"),
                  "sampling": ("masters", "optimizer", "reference", "sampler_copy", "kv_cache",
-                              "kv_growth", "sampler_work")}[phase]
+                              "kv_copy", "sampler_work")}[phase]
         largest = sorted(parts, key=lambda p: -getattr(self, p))[:3]
         lines = [f"memory plan: the {phase} phase needs {self.peak / GiB:.1f} GiB per device "
                  f"on mesh data={self.mesh[0]},fsdp={self.mesh[1]},tensor={self.mesh[2]}, more "
@@ -142,7 +144,7 @@ _ROWS = (("parameters, f32 masters (trained)", "masters", "both"),
          ("activations (one micro-batch)", "activations", "learner"),
          ("sampler's copy of the weights", "sampler_copy", "sampling"),
          ("KV cache", "kv_cache", "sampling"),
-         ("KV cache growth (old half)", "kv_growth", "sampling"),
+         ("KV cache, second copy (select, growth)", "kv_copy", "sampling"),
          ("sampler logits and work", "sampler_work", "sampling"),
          ("**resident in both**", "resident", ""),
          ("**peak, learner phase**", "learner_peak", ""),
@@ -255,7 +257,7 @@ def plan_memory(cfg: ModelConfig, plan: Plan, tasks_per_step: int, *,
         frozen=tree_bytes(state.frozen, abstract, rules),
         reference=tree_bytes(state.reference, abstract, rules) if state.reference else 0,
         sampler_copy=0 if storage == jnp.float32 else masters * storage.itemsize // 4,
-        gradients=masters, activations=activations, kv_cache=kv, kv_growth=kv // 2,
+        gradients=masters, activations=activations, kv_cache=kv, kv_copy=kv,
         sampler_work=work,
         rows={"learner_rows_per_micro_batch_per_device": micro_rows,
               "row_width": plan.row_length, **sampler_rows})

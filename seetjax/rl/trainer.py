@@ -36,11 +36,10 @@ from seetjax.envs import registry
 from seetjax.errors import invalid
 from seetjax.eval.reports import split_reports
 from seetjax.learner import create_learner
-from seetjax.learner.checkpoint import Checkpointer, DamagedCheckpoints
 from seetjax.learner.update_signal import update_has_signal
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.report.console import say
-from seetjax.report.metrics import MetricsWriter, rewind_metrics
+from seetjax.report.metrics import MetricsWriter
 from seetjax.report.plots import plot_curves, read_metrics
 from seetjax.rl.alarms import Alarms, call_counts, weight_sync
 from seetjax.rl.config import build_plan
@@ -48,8 +47,9 @@ from seetjax.rl.evals import RunEvaluations, greedy_policy
 from seetjax.rl.milestones import Milestone, first_per_category
 from seetjax.rl.policy_states import PolicyStates
 from seetjax.rl.report import run_report
+from seetjax.rl.run_checkpoints import RunCheckpoints
 from seetjax.rl.start_model import start_model
-from seetjax.rl.step_figures import step_figures
+from seetjax.rl.step_figures import live_gib, step_figures
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.loop import Rollout, RolloutResult
 from seetjax.rollout.multi_agent import MultiAgentRollout
@@ -126,15 +126,15 @@ class TrainRun:
         for step in bar:
             if self._budget_spent():  # a resumed run whose budget ran out before train.steps
                 break
-            with full_disk_reported(f"RL step {step + 1}", self.workdir, self.checkpointer.close):
+            with full_disk_reported(f"RL step {step + 1}", self.workdir, self.checkpoints.close):
                 metrics = self._rl_step(step)
             bar.set_postfix(stage=int(metrics["stage"]), reward=f"{metrics['rollout/reward']:.2f}",
                             acc=f"{metrics['rollout/checked_turn_accuracy']:.2f}",
                             fmt=f"{metrics['rollout/format_validity']:.2f}",
                             s=f"{metrics['time/rollout_s']:.1f}+{metrics['time/learn_s']:.1f}")
         bar.close()
-        with full_disk_reported(f"RL step {self.step}", self.workdir, self.checkpointer.close):
-            self.checkpointer.wait()
+        with full_disk_reported(f"RL step {self.step}", self.workdir, self.checkpoints.close):
+            self.checkpoints.wait()
         final = self._finish((untrained, after_sft), time.perf_counter() - start)
         self.writer.close()
         return final
@@ -166,11 +166,12 @@ class TrainRun:
                         if plan.multi_agent else Rollout(self.tokenizer, plan.rollout, self.pool))
         self.curriculum = Curriculum(plan.stages, plan.transitions)
         self.alarms = Alarms(plan.alarms)
-        self.checkpointer = Checkpointer(self.workdir / "checkpoints",
-                                         keep_last=config.train.keep_checkpoints)
-        self.step = 0
-        self.policy_tokens = 0  # sampled in the RL steps so far, over all processes
-        self._resume()  # before the writer opens metrics.jsonl: it may rewrite it
+        self.checkpoints = RunCheckpoints(self.workdir, plan, config.train.keep_checkpoints,
+                                          self.start_over)
+        # the policy tokens: sampled in the RL steps so far, over all processes; resumed before
+        # the writer opens metrics.jsonl, which it may rewrite
+        self.step, self.policy_tokens = self.checkpoints.resume(self.policies, self.curriculum,
+                                                                self.pool, self.evals)
         self.writer = MetricsWriter(self.workdir)
 
     def _rl_step(self, step: int) -> dict[str, float]:
@@ -188,8 +189,10 @@ class TrainRun:
         versions = {k: v for role, part in self.policies.parts(result).items()  # before updates
                     for k, v in self.policies.named(role, version_stats(
                         part.episodes, self.policies.version(role))).items()}
-        # The sampler's weights and its last KV cache go before the update (seetjax.rl.memory_plan)
+        # The sampler's weights and its last KV cache go before the update (seetjax.rl.memory_plan):
+        # `device/live_gib_at_update` shows what is left (tests/rl/test_live_memory.py)
         del policy
+        live = live_gib()
         learned, counts, batched = self._learn(result, step)
         learned_at = time.perf_counter()
         times = {"rollout_s": rolled - started, "batch_s": batched - rolled,
@@ -204,7 +207,7 @@ class TrainRun:
                    "rollout/cumulative_policy_tokens": float(self.policy_tokens),
                    **{f"rollout/{k}": v for k, v in versions.items()},
                    **{f"learner/{k}": v for k, v in learned.items()}, **synced,
-                   **step_figures(self.policies.learner, self.sampler)}
+                   **step_figures(self.policies.learner, self.sampler, live)}
         self._write_records(result)
         every = self.config.train.eval_every
         periodic = bool(every) and (step + 1) % every == 0
@@ -223,7 +226,8 @@ class TrainRun:
         self.step = step + 1
         if (self.step % self.config.train.checkpoint_every == 0
                 or self.step == self.config.train.steps or self._budget_spent()):
-            self._save()
+            self.checkpoints.save(self.step, self.policies, self.curriculum, self.pool,
+                                  self.policy_tokens)
         return metrics
 
     def _budget_spent(self) -> bool:
@@ -318,61 +322,6 @@ class TrainRun:
                 (*milestones[:-1], *self.evals.steps(), final), rows))
             say(split_reports(final.env).markdown(list(final.splits.values())))
         return summary
-
-    # ---------------------------------------------------------------- checkpoints
-
-    def _save(self) -> None:
-        """Checkpoint `self.step`, this process's anchor pool written first beside it: a
-        committed checkpoint always has its pool."""
-        pool = self._pool_file(self.step)
-        pool.parent.mkdir(exist_ok=True)
-        pool.with_suffix(".tmp").write_text(json.dumps(self.pool.state_dict()))
-        pool.with_suffix(".tmp").replace(pool)
-        caller = {"step": self.step, "curriculum": self.curriculum.state_dict(),
-                  "policy_tokens": self.policy_tokens}
-        self.checkpointer.save(self.step, self.policies.checkpointed, caller_state=caller)
-
-    def _pool_file(self, step: int) -> Path:
-        return self.workdir / "anchors" / f"{step}.p{jax.process_index()}.json"
-
-    def _resume(self) -> bool:
-        """Restores the latest intact checkpoint, if any; returns whether there was one. With
-        checkpoints but none intact it refuses (nothing changed) unless `start_over`."""
-        try:
-            restored = self.checkpointer.restore_intact(self.policies.checkpointed,
-                                                        check=self._check_caller)
-        except DamagedCheckpoints as e:
-            if not self.start_over:
-                raise DamagedCheckpoints(
-                    f"{e}. Nothing was changed: inspect them, or run again with --start_over "
-                    "to train from step 0, discarding the run's metrics") from None
-            say(f"starting over from step 0: {e}")
-            restored = None
-        if restored is None:
-            if jax.process_index() == 0:  # a run that never checkpointed starts over
-                (self.workdir / "metrics.jsonl").unlink(missing_ok=True)
-            self.evals.drop_after(0)
-            return False
-        states, caller, self.step = restored
-        self.policies.restore(states)
-        # checkpoints written before the counter existed restart it at 0
-        self.policy_tokens = int(caller.get("policy_tokens", 0))
-        self.curriculum.load_state_dict(caller["curriculum"])
-        self.pool.load_state_dict(json.loads(self._pool_file(self.step).read_text()))
-        rewind_metrics(self.workdir, self.step)  # steps after the checkpoint are run again
-        self.evals.drop_after(self.step)
-        say(f"resumed at step {self.step} (stage {self.curriculum.stage.stage})")
-        return True
-
-    def _check_caller(self, step: int, caller: dict) -> None:
-        """Raises when what checkpoint `step` needs besides its arrays does not load: the step
-        its caller state records, its curriculum, the anchor pool file beside it
-        (`Checkpointer.restore_intact` then sets it aside)."""
-        if caller.get("step") != step:
-            raise ValueError(f"its caller state records step {caller.get('step')!r}")
-        Curriculum(self.plan.stages, self.plan.transitions).load_state_dict(caller["curriculum"])
-        int(caller.get("policy_tokens", 0))
-        AnchorPool().load_state_dict(json.loads(self._pool_file(step).read_text()))
 
 
 def train(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,
