@@ -11,6 +11,13 @@ the idle share of the lock-step batch (row-steps decoded for rows whose reply ha
 There is no peer to run side by side (no other framework runs these SEET episodes), so the
 row is an absolute rate on this machine, with its load.
 
+With `--compare` the same batches are played in lock step (`RolloutConfig.mode="lockstep"`,
+`SamplerPolicy`) and through the serving engine (`mode="engine"`, `EnginePolicy`: episodes
+advance independently, issue 43), alternating which goes first: episodes/s of each, the speed-up
+and decoding's idle share of each (engine: its chunk is the config's decode_chunk, its rows all
+the batch's episodes). `--max-reply-tokens N` is the long-reply setting: replies up to N tokens,
+turns up to 3N, episodes up to max(the config's cap, 4N + 1024).
+
 With `--learner` the timed batches become the learner's input instead, as a training step builds
 it (`trajectory_batch`: the run's row length and counterfactual pairs), and the run config's
 learner update is timed on them packed (`learner.pack_rows`) and with one episode per row, in
@@ -19,6 +26,8 @@ runs over, and the two first updates' loss difference.
 
     python experiments/benchmarks/bench_rollout.py [--config configs/tiny.py --tasks 8]
     python experiments/benchmarks/bench_rollout.py --learner --tasks 2 --rounds 3
+    python experiments/benchmarks/bench_rollout.py --compare --model embedded:base \
+        [--max-reply-tokens 256]
 """
 
 from __future__ import annotations
@@ -43,17 +52,25 @@ LEARNER_TITLE = ("Learner on rollout batches: packed rows vs one episode per row
 LEARNER_COLUMNS = ["date", "machine", "setting", "packed useful tok/s",
                    "one-per-row useful tok/s", "speed-up", "padding share packed / one-per-row",
                    "first-update loss difference"]
+COMPARE_TITLE = "Rollouts: lock step vs the engine (bench_rollout.py --compare)"
+COMPARE_COLUMNS = ["date", "machine", "setting", "lock-step episodes/s", "engine episodes/s",
+                   "speed-up", "idle share of decoding lock step / engine"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="configs/tiny.py")
-    parser.add_argument("--model", default="", help="HF directory ('': the config's model)")
+    parser.add_argument("--model", default="",
+                        help="HF directory or embedded:base ('': the config's model)")
     parser.add_argument("--tasks", type=int, default=8, help="tasks per batch (x group size)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="CPUs (0: all)")
     parser.add_argument("--learner", action="store_true",
                         help="time the learner's update on the batches, packed vs one per row")
+    parser.add_argument("--compare", action="store_true",
+                        help="lock step vs the engine on the same batches, side by side")
+    parser.add_argument("--max-reply-tokens", type=int, default=0,
+                        help="the long-reply setting: this reply cap (0: the config's limits)")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
     cpus = pin_threads(args.threads)
@@ -74,7 +91,15 @@ def main() -> None:
 
     config = load_config_file(args.config)
     plan = build_plan(config)
-    model_dir = args.model or resolve_model_path(config.model.path)
+    if args.max_reply_tokens:
+        limits = plan.rollout.limits
+        plan = dataclasses.replace(plan, rollout=dataclasses.replace(
+            plan.rollout, limits=dataclasses.replace(
+                limits, max_reply_tokens=args.max_reply_tokens,
+                max_turn_tokens=3 * args.max_reply_tokens,
+                max_episode_tokens=max(limits.max_episode_tokens,
+                                       4 * args.max_reply_tokens + 1024))))
+    model_dir = resolve_model_path(args.model or config.model.path)
     tokenizer = Tokenizer.from_pretrained(model_dir)
     model = load_hf_checkpoint(model_dir)
     env = plan.rollout.env
@@ -95,6 +120,9 @@ def main() -> None:
                          progress=0.5, step=i, seed=i)
         return time.perf_counter() - start, result
 
+    if args.compare:
+        compare(args, plan, model, tokenizer, sampler, tasks, stage, model_dir, len(cpus))
+        return
     batch(0)  # compiles
     seconds, results = zip(*(batch(i + 1) for i in range(args.rounds)))
     episodes = [len(r.episodes) for r in results]
@@ -120,6 +148,65 @@ def main() -> None:
             f"{rates['episodes'].rate:.2f}", f"{rates['tokens'].rate:,.0f}",
             f"{share['sampling_s']:.0%}", f"{share['environment_s']:.0%}",
             f"{share['slow_loop_s']:.0%}", f"{idle:.0%}"])
+
+
+def compare(args, plan, model, tokenizer, sampler, tasks, stage, model_dir, threads: int) -> None:
+    """The same batches played in lock step and through the engine, alternating (module
+    docstring)."""
+    import jax
+    from flax import nnx
+
+    from seetjax.rollout.loop import Rollout
+    from seetjax.rollout.policy import SamplerPolicy
+    from seetjax.serving.engine import Engine
+    from seetjax.serving.rollout_policy import EnginePolicy
+
+    rows = args.tasks * plan.rollout.group_size
+    chunk = plan.rollout.decode_chunk or 16
+    engine = Engine(model, tokenizer, sampler=sampler, max_batch=rows, max_queue=rows,
+                    chunk_steps=chunk).start()
+    modes = ("lockstep", "engine")
+    rollouts = {m: Rollout(tokenizer, dataclasses.replace(plan.rollout, mode=m)) for m in modes}
+
+    def batch(mode: str, i: int):
+        policy = (EnginePolicy(engine, plan.sampling, i) if mode == "engine" else
+                  SamplerPolicy(sampler, nnx.state(model), plan.sampling, tokenizer.stop_ids,
+                                jax.random.key(i)))
+        start = time.perf_counter()
+        result = rollouts[mode](tasks[i * args.tasks:(i + 1) * args.tasks], policy, stage,
+                                progress=0.5, step=i, seed=i)
+        return time.perf_counter() - start, result
+
+    for mode in modes:
+        batch(mode, 0)  # compiles
+    runs: dict[str, list] = {m: [] for m in modes}
+    for i in range(args.rounds):
+        for mode in modes if i % 2 == 0 else modes[::-1]:
+            runs[mode].append(batch(mode, i + 1))
+    engine.stop()
+    rates = {m: summary([s for s, _ in runs[m]], [len(r.episodes) for _, r in runs[m]])
+             for m in modes}
+    idle = {m: statistics.median(r.times.metrics()["idle_share"] for _, r in runs[m])
+            for m in modes}
+    ratio = f"{rates['engine'].rate / rates['lockstep'].rate:.2f}x"
+    paired = ", ".join(f"{a / b:.2f}x" for (a, _), (b, _) in zip(runs["lockstep"], runs["engine"]))
+    ratio += f" (batches: {paired})"  # the same tasks in both modes: each batch's own speed-up
+    tokens = {m: statistics.median(r.times.reply_tokens / s for s, r in runs[m]) for m in modes}
+    print(f"episodes/s: lock step {rates['lockstep'].rate:.2f}, engine "
+          f"{rates['engine'].rate:.2f} ({ratio}); generated tok/s {tokens['lockstep']:,.0f} / "
+          f"{tokens['engine']:,.0f}; idle share of decoding {idle['lockstep']:.0%} / "
+          f"{idle['engine']:.0%}")
+    limits = plan.rollout.limits
+    setting = (f"{args.config}, {os.path.basename(str(model_dir))} model, {args.tasks} tasks x "
+               f"{plan.rollout.group_size} samples, stage 3, T={plan.sampling.temperature}, "
+               f"replies <= {limits.max_reply_tokens} tokens, chunk {chunk}, {threads} threads, "
+               f"median of {args.rounds} alternating batches, load {load():.1f}")
+    record("rollout: lock step vs engine", setting, rates, ratio)
+    if not args.no_write:
+        add_row(COMPARE_TITLE, COMPARE_COLUMNS, [
+            datetime.date.today().isoformat(), cpu_machine(), setting,
+            f"{rates['lockstep'].rate:.2f}", f"{rates['engine'].rate:.2f}", ratio,
+            f"{idle['lockstep']:.0%} / {idle['engine']:.0%}"])
 
 
 def learner_on(results, plan, model, pad_id: int, rollout_setting: str, args) -> None:

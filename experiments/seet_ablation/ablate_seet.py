@@ -87,6 +87,13 @@ VARIANTS: dict[str, dict[str, object]] = {
     "gigpo+branch": {"seet.enabled": False, "learner.counterfactual_weight": 0.0,
                      "learner.algorithm": "gigpo", **BRANCH},
     "seet": {},
+    # SEET on branching rollouts (issue 44 item 3): a failed step's record takes a verified
+    # branch's on-policy reply from the same state as its target, where one exists
+    "seet+branch": dict(BRANCH),
+    # branches at each failed turn's first point of logical divergence (FPLD against the
+    # turn's ground truth), 2 rows resampling that reply, at most 2 turns an episode
+    "branch_divergence": {"seet.enabled": False, "learner.counterfactual_weight": 0.0,
+                          **BRANCH, "rollout.branch.points": "divergence"},
     "seet_no_hints": {"seet.stage1.env_mode": "standard", "seet.stage2.env_mode": "standard"},
     "seet_no_interception": {"seet.stage2.interception": False},
     "seet_no_anchors": {"learner.counterfactual_weight": 0.0, "seet.max_pairs": 0,

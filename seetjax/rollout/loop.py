@@ -14,6 +14,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,10 +22,23 @@ import numpy as np
 
 from seetjax.envs.capabilities import ScoresEpisodes
 from seetjax.envs.registry import make_env, spec_of
-from seetjax.errors import invalid
+from seetjax.errors import invalid, require
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rewards import RewardConfig, gaming_metrics
-from seetjax.rollout.branching import BranchConfig, branch_from, fork_episodes, fork_point
+from seetjax.rollout.branching import (
+    LATE_POINTS,
+    Boundary,
+    BranchConfig,
+    branch_from,
+    context,
+    corrected,
+    fork_episodes,
+    fork_point,
+    late_forks,
+    late_points,
+    verified_replies,
+)
+from seetjax.rollout.engine_play import ReplyEngine, play_on_engine
 from seetjax.rollout.episode import Episode, EpisodeLimits
 from seetjax.rollout.policy import Policy
 from seetjax.sampling import Completion
@@ -32,6 +46,8 @@ from seetjax.seet.anchors import Anchor, AnchorPool, AnchorStep, choose_anchor
 from seetjax.seet.config import StageConfig
 from seetjax.seet.records import CounterfactualRecord, records_for_turn
 from seetjax.tools.calls import ToolCall
+
+MODES = ("lockstep", "engine")  # how episodes reach the model (`RolloutConfig.mode`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +57,12 @@ class RolloutConfig:
     has its tool observation appended and starts its next reply while the others go on (rows
     wait at most N steps for the batch instead of the longest reply). Replies are drawn from the
     same distribution either way (greedy ones are the same tokens up to float rounding between
-    batch shapes); only the batching and the random draws differ."""
+    batch shapes); only the batching and the random draws differ.
+
+    mode: "lockstep" (the default, and the engine's baseline) plays with a `Policy` as above;
+    "engine" plays each episode through a continuous-batching engine (`ReplyEngine`:
+    `seetjax.serving.rollout_policy.EnginePolicy`), no lock step (`engine_play.py`); the engine's
+    own chunk size applies there, not decode_chunk, and branching is not supported."""
 
     group_size: int = 4
     env: Any = dataclasses.field(kw_only=True)  # a registered environment's section, always named
@@ -50,9 +71,14 @@ class RolloutConfig:
     reward: RewardConfig = RewardConfig()  # the reward the episodes are scored with
     decode_chunk: int = 0
     branch: BranchConfig = BranchConfig()  # forks at tool-call boundaries (branching.py)
+    mode: str = "lockstep"
 
     def __post_init__(self):
         spec_of(self.env)  # fails unless a registered environment's section
+        require(self.mode in MODES, self, "mode", self.mode, f"must be one of {MODES}")
+        require(self.mode == "lockstep" or self.branch.points == "none", self, "mode", self.mode,
+                f"branching (branch.points={self.branch.points!r}) forks rows of a lock-step "
+                "policy: use mode 'lockstep' or branch.points 'none'")
         if self.decode_chunk < 0:
             raise invalid(self, "decode_chunk", self.decode_chunk, "must be >= 0 "
                              "(0: each reply in one call)")
@@ -68,7 +94,8 @@ class PlayTimes:
     counterfactual records. Each policy call decodes every row for as many steps as its
     longest reply: `row_steps` counts those row-steps, `reply_tokens` the tokens replies kept,
     so 1 - reply_tokens / row_steps is the share of decoding spent on rows already done, and
-    reply_tokens / sampling_s the rollout's tokens per second.
+    reply_tokens / sampling_s the rollout's tokens per second. In mode "engine" sampling and the
+    environment overlap, and a policy call is one reply's request (`engine_play.EnginePlay`).
     """
 
     sampling_s: float = 0.0
@@ -198,6 +225,10 @@ class Rollout:
         self.tokenizer, self.config = tokenizer, config
         self.pool = pool if pool is not None else AnchorPool()
         self._threads = concurrent.futures.ThreadPoolExecutor(config.num_threads)
+        # Per original episode, its boundaries by the segment of the reply that followed each:
+        # what "divergence" and "entropy" forks resume from (`_branch_late`).
+        self._boundaries: weakref.WeakKeyDictionary[Episode, dict[int, Boundary]] = (
+            weakref.WeakKeyDictionary())
 
     def episodes(self, tasks: Sequence[Any], stage: StageConfig, progress: float,
                  seed: int) -> list[Episode]:
@@ -206,13 +237,20 @@ class Rollout:
                         self.config.limits, seed=seed * 1_000_003 + i * g + s)
                 for i, task in enumerate(tasks) for s in range(g)]
 
-    def play(self, episodes: Sequence[Episode], policy: Policy) -> PlayTimes:
+    def play(self, episodes: Sequence[Episode], policy: Policy | ReplyEngine) -> PlayTimes:
         """Advances every episode to its end, one policy call per step for all live ones;
         returns where the time went. With `config.branch` on, `episodes` is a list that the
-        branches forked on the way are appended to (`_branch`)."""
+        branches forked on the way are appended to (`_branch`). With `config.mode` "engine",
+        `policy` is a `ReplyEngine` and each episode advances on its own (`play_on_engine`)."""
+        engine = isinstance(policy, ReplyEngine)
+        require(engine == (self.config.mode == "engine"), self.config, "mode", self.config.mode,
+                f"'engine' plays with a ReplyEngine (EnginePolicy), 'lockstep' with a Policy; "
+                f"got a {type(policy).__name__}")
+        if engine:
+            return PlayTimes(**play_on_engine(episodes, policy, self._threads)._asdict())
         times = PlayTimes()
         clock = time.perf_counter()
-        policy.start([e.prompt for e in episodes])
+        policy.start([context(e) for e in episodes])  # the prompt, but for late branches
         live = [i for i, e in enumerate(episodes) if not e.done]  # over_token_cap: never played
         chunks: list[list[int]] = [[] for _ in episodes]
         partial: dict[int, Completion] = {}  # replies still being sampled (decode_chunk > 0)
@@ -253,7 +291,12 @@ class Rollout:
         episode at a fork point; appends them to `episodes` and their pending ids to `chunks`;
         returns their indices."""
         config, new = self.config.branch, []
-        if config.points == "none":
+        if config.points in LATE_POINTS:  # kept to fork from once the episode is over
+            for i in answered:
+                if not episodes[i].branch and not episodes[i].done:
+                    self._boundaries.setdefault(episodes[i], {})[
+                        len(episodes[i].conversation.segments)] = Boundary.of(episodes[i])
+        if config.points != "every_call":
             return new
         if not (isinstance(episodes, list) and hasattr(policy, "fork")):
             raise invalid(self.config, "branch", config, "needs a list of episodes and a "
@@ -264,7 +307,7 @@ class Rollout:
                 continue
             children = [branch_from(e) for e in fork_episodes(
                 episodes[i], config.k, lambda: make_env(self.config.env),
-                seed=episodes[i].rng.randrange(1 << 30))]
+                seed=episodes[i].rng.randrange(1 << 30), kind=config.kind)]
             episodes[i].forks += 1
             rows = list(range(len(episodes), len(episodes) + len(children)))
             policy.fork(i, rows)
@@ -272,6 +315,36 @@ class Rollout:
             chunks.extend(list(chunks[i]) for _ in children)
             new += rows
         return new
+
+    def _branch_late(self, episodes: list[Episode], policy: Policy) -> PlayTimes:
+        """"divergence" and "entropy" forks (`branching.late_points`) of the finished original
+        `episodes`: in rounds, round r forking each episode's r-th point into `config.k` branch
+        rows from its kept boundary (the first reply's: a fresh episode), while the branches'
+        policy tokens are under the budget; each round's branches are played together and
+        appended to `episodes`. Returns where the time went."""
+        config, times = self.config.branch, PlayTimes()
+        if config.points not in LATE_POINTS:
+            return times
+        originals = [e for e in episodes if not (e.branch or e.over_token_cap or e.unstarted)]
+        points = {id(e): late_points(config, e) for e in originals}
+        for r in range(config.max_forks):
+            spent = sum(e.stats()["policy_tokens"] for e in episodes if e.branch)
+            if config.budget and spent >= config.budget:
+                break
+            branches = []
+            for e in originals:
+                if r < len(points[id(e)]):
+                    branches += late_forks(config, e, points[id(e)][r],
+                                           self._boundaries.get(e, {}),
+                                           lambda: make_env(self.config.env),
+                                           e.rng.randrange(1 << 30))
+                    e.forks += 1
+            if not branches:
+                break
+            times.add(self.play(branches, policy))
+            episodes.extend(branches)
+        self._boundaries.clear()
+        return times
 
     def slow_loop(self, episodes: Sequence[Episode], stage: StageConfig, step: int
                   ) -> RolloutResult:
@@ -287,6 +360,9 @@ class Rollout:
                     a, source="peer" if a.source == "historical" else a.source))
         records: list[CounterfactualRecord] = []
         used = {s: 0 for s in ("peer", "historical", "induced")}
+        if self.config.branch.points != "none":
+            used["branch"] = 0
+        corrections = verified_replies(episodes)
         if stage.counterfactual:
             for e in episodes:
                 for log in e.turns[e.inherited_turns:]:  # a branch's own turns
@@ -299,7 +375,9 @@ class Rollout:
                     found = records_for_turn(
                         e.task_id, log.turn, e.sample, stage.stage, log.replies, anchor,
                         e.conversation.training_ids, self._renderer(e), self.tokenizer.reply_end_id)
-                    used[anchor.source] += bool(found)
+                    found = [corrected(r, corrections) for r in found]
+                    used["branch" if any(r.anchor_source == "branch" for r in found)
+                         else anchor.source] += bool(found)
                     records += found
         for found in anchors:
             for a in found:
@@ -307,10 +385,11 @@ class Rollout:
         self.pool.evict_older_than(step)
         return RolloutResult.of(episodes, records, used, self.config.reward)
 
-    def __call__(self, tasks: Sequence[Any], policy: Policy, stage: StageConfig,
+    def __call__(self, tasks: Sequence[Any], policy: Policy | ReplyEngine, stage: StageConfig,
                  progress: float, step: int, seed: int) -> RolloutResult:
         episodes = self.episodes(tasks, stage, progress, seed)
         times = self.play(episodes, policy)
+        times.add(self._branch_late(episodes, policy))
         start = time.perf_counter()
         result = self.slow_loop(episodes, stage, step)
         times.slow_loop_s = time.perf_counter() - start

@@ -9,8 +9,11 @@ record pairs the failed step with the reply the policy should have produced inst
 same shared prefix (the failed episode's training sequence up to the failed step). That target is
 aligned by call, not by reply: the anchor's calls not yet made, through the anchor step that holds
 the corrected call, so it contains the corrected call however either side grouped its calls.
-Failed attempts that were retried or intercepted are negatives too: each whose proposed calls
-depart from the anchor becomes a record against it. Records feed the counterfactual loss and
+Where a branching rollout resampled the failed step from the same state and the checker passed
+that branch's turn (`seetjax.rollout.branching.verified_replies`), the slow loop replaces the
+target with the branch's reply as sampled, on-policy, and marks the record's `anchor_source`
+"branch". Failed attempts that were retried or intercepted are negatives too: each whose
+proposed calls depart from the anchor becomes a record against it. Records feed the counterfactual loss and
 `counterfactual_records.jsonl`; they never change a reward.
 """
 
@@ -99,22 +102,18 @@ def records_for_turn(task_id: str, turn: int, sample: int, stage: int, steps: Se
     """Records of one failed turn: the first divergence of the calls the turn executed, at the
     reply responsible for it, and every failed attempt whose proposed calls depart from the
     anchor. `prefix_of(segment)` gives the training-sequence ids before a segment."""
-    starts, flat = [], []
-    for s in steps:
-        starts.append(len(flat))
-        flat += s.ran
+    starts, flat = _line(steps)
     records = []
     line = None
-    divergence = first_divergence(flat, anchor.calls)
-    if divergence is not None and steps:
-        k = _responsible(steps, starts, divergence)
-        if k is not None:
-            line = steps[k].segment
-            done = made_anchor_calls(flat[:starts[k]], anchor.calls)
-            made = made_anchor_calls(flat[:divergence.index], anchor.calls) - done
-            target = anchor_target_ids(anchor, done, _due(divergence, made), render, stop_id)
-            records.append(_record(task_id, turn, sample, stage, prefix_of(line), steps[k],
-                                   anchor, divergence, target))
+    found = divergent_step(steps, anchor.calls)
+    if found is not None:
+        k, divergence = found
+        line = steps[k].segment
+        done = made_anchor_calls(flat[:starts[k]], anchor.calls)
+        made = made_anchor_calls(flat[:divergence.index], anchor.calls) - done
+        target = anchor_target_ids(anchor, done, _due(divergence, made), render, stop_id)
+        records.append(_record(task_id, turn, sample, stage, prefix_of(line), steps[k],
+                               anchor, divergence, target))
     for attempt, before in zip(steps, starts):
         if not attempt.attempt or attempt.segment == line:
             continue
@@ -133,6 +132,29 @@ def records_for_turn(task_id: str, turn: int, sample: int, stage: int, steps: Se
             records.append(_record(task_id, turn, sample, stage, prefix_of(attempt.segment),
                                    attempt, anchor, d, target))
     return records
+
+
+def _line(steps: Sequence[StepView]) -> tuple[list[int], list[ToolCall]]:
+    """The calls a turn executed, in order, and where each reply's executed calls start."""
+    starts, flat = [], []
+    for s in steps:
+        starts.append(len(flat))
+        flat += s.ran
+    return starts, flat
+
+
+def divergent_step(steps: Sequence[StepView], calls: Sequence[ToolCall]
+                   ) -> tuple[int, Divergence] | None:
+    """The first point of logical divergence of a failed turn: the index in `steps` of the reply
+    responsible for the first divergence (`first_divergence`) of the calls the turn executed from
+    `calls` (an anchor's, or the turn's ground truth), with that divergence; None when they agree
+    or only a retried attempt could have made a missing call."""
+    starts, flat = _line(steps)
+    divergence = first_divergence(flat, calls)
+    if divergence is None or not steps:
+        return None
+    k = _responsible(steps, starts, divergence)
+    return None if k is None else (k, divergence)
 
 
 def _due(divergence: Divergence, made: set[int]) -> int | None:

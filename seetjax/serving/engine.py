@@ -82,6 +82,10 @@ class EngineStats:
     cached_tokens: int = 0
     completion_tokens: int = 0
     chunks: int = 0
+    # Decode steps times the rows decoding (padding rows not counted): 1 - completion_tokens /
+    # row_steps is the share of decoding spent on rows whose choice had ended within a chunk.
+    row_steps: int = 0
+    busy_s: float = 0.0  # the decode thread's time admitting (prefill) and decoding
 
 
 class Engine:
@@ -198,6 +202,13 @@ class Engine:
                 while self._update is not None and self.running:
                     self._lock.wait(0.5)
 
+    def reserve(self, sequences: int) -> None:
+        """Room for `sequences` conversations in flight at once (a rollout's episodes): as many
+        queued requests, and as many finished conversations kept for prefix reuse."""
+        with self._lock:
+            self.max_queue = max(self.max_queue, int(sequences))
+            self.prefixes.keep(sequences)
+
     def _apply_update(self) -> None:
         """Swaps in the waiting weights (with the lock held, between chunks)."""
         (self._params, self._version), self._update = self._update, None
@@ -249,6 +260,7 @@ class Engine:
                     self._lock.wait(0.5)
                 if self._stopping:
                     return
+            start = time.perf_counter()
             try:
                 with self._lock:
                     if self._update is not None:
@@ -261,6 +273,7 @@ class Engine:
             except Exception as e:  # noqa: BLE001 - a device error fails the batch, not the server
                 logger.exception("engine: decode failed; failing the active requests")
                 self._fail_active(f"{type(e).__name__}: {e}")
+            self.stats.busy_s += time.perf_counter() - start
 
     def _retry_after(self) -> float:
         """A rough wait before the queue moves: a row frees every (recent time in the batch per
@@ -328,6 +341,7 @@ class Engine:
         tokens, logprobs, top_ids, top_lps, count, stopped = jax.device_get(
             (tokens, logprobs, top_ids, top_lps, count, stopped))
         self.stats.chunks += 1
+        self.stats.row_steps += len(self.batch.live) * int(count.max(initial=0))
         self.token_rate.record(int(count.sum()))
         now = time.monotonic()
         for row, choice in self.batch.live:

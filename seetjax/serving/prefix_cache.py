@@ -6,6 +6,9 @@ multi-turn client (tool results appended to the previous reply) re-encodes only 
 Every entry is tagged with the weight version that computed it and serves only requests of that
 version: a weight update drops the older entries (`drop_older`), so a cached prefix of old
 weights is never reused (NeMo-RL served weights 17 steps old from such a cache).
+
+A rollout keeps one entry per episode (its conversation so far): `keep` raises the number of
+entries never evicted, whatever the token budget, to its number of episodes.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class PrefixCache:
 
     def __init__(self, sampler: Sampler, max_tokens: int, min_tokens: int):
         self.sampler, self.max_tokens, self.min_tokens = sampler, max_tokens, min_tokens
+        self.min_entries = 1  # evicted down to this many at least (`keep`)
         self._entries: collections.OrderedDict[
             tuple[int, ...], tuple[np.ndarray, SequenceBatch, int]] = collections.OrderedDict()
         self._truncate = jax.jit(truncate_to, donate_argnums=(0,))
@@ -72,8 +76,12 @@ class PrefixCache:
                       and key[:len(k)] == k]:
             del self._entries[other]
         while (sum(e[1].state.cache.slots for e in self._entries.values())
-               > self.max_tokens and len(self._entries) > 1):
+               > self.max_tokens and len(self._entries) > self.min_entries):
             self._entries.popitem(last=False)
+
+    def keep(self, entries: int) -> None:
+        """Keeps at least `entries` entries (the most recently used) over the token budget."""
+        self.min_entries = max(self.min_entries, int(entries))
 
     def drop_older(self, version: int) -> int:
         """Drops the entries computed under weight versions before `version`; returns how many."""

@@ -111,7 +111,7 @@ def test_shards_split_the_grid(grid, ablate):
 
 @pytest.mark.parametrize("variant", ["grpo", "gigpo", "branch", "gigpo+branch", "seet",
                                      "seet_no_hints", "seet_no_interception", "seet_no_anchors",
-                                     "seet_no_curriculum"])
+                                     "seet_no_curriculum", "seet+branch", "branch_divergence"])
 def test_every_variant_is_a_valid_plan(ablate, variant, tmp_path):
     from seetjax.rl.config import build_plan
 
@@ -120,7 +120,10 @@ def test_every_variant_is_a_valid_plan(ablate, variant, tmp_path):
     assert (config.train.max_policy_tokens, config.train.steps, config.seed) == (500, 9, 3)
     config.model.path = ""
     plan = build_plan(config)
-    assert plan.rollout.branch.points == ("every_call" if "branch" in variant else "none")
+    assert plan.rollout.branch.points == ("none" if "branch" not in variant else
+                                          "divergence" if "divergence" in variant else
+                                          "every_call")
+    assert plan.seet == variant.startswith("seet")
     assert plan.learner.advantage == ("gigpo" if "gigpo" in variant else "grpo")
     assert plan.eval_rollout.branch.points == "none"
 

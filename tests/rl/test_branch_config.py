@@ -33,15 +33,24 @@ def test_branching_is_off_by_default_and_never_in_evaluations():
 
 
 @pytest.mark.parametrize("field,value,message", [
-    ("points", "entropy", "config.rollout.branch: BranchConfig.points='entropy': must be one of"),
-    ("k", 0, "config.rollout.branch: BranchConfig.k=0: must be an int >= 1"),
-    ("budget", -1, "config.rollout.branch: BranchConfig.budget=-1: must be an int >= 0"),
-    ("max_forks", 0, "config.rollout.branch: BranchConfig.max_forks=0: must be an int >= 1"),
+    ("points", "random", "config.rollout.branch: BranchConfig.points='random': must be one of"),
+    ("until", "step", "config.rollout.branch: BranchConfig.until='step': must be one of"),
+    ("k", 0, "config.rollout.branch: BranchConfig.k=0: must be an integer >= 1"),
+    ("budget", -1, "config.rollout.branch: BranchConfig.budget=-1: must be an integer >= 0"),
+    ("max_forks", 0, "config.rollout.branch: BranchConfig.max_forks=0: must be an integer >= 1"),
     ("depth", 2, r"config.rollout.branch.depth=2: unknown field\(s\) \['depth'\]"),
 ])
 def test_bad_branch_fields_fail_named(field, value, message):
     with pytest.raises(ValueError, match=message):
         build_plan(tiny(**{"points": "every_call", field: value}))
+
+
+def test_a_turn_horizon_needs_a_reward_of_turns():
+    config = tiny(points="every_call", until="turn")
+    assert build_plan(config).rollout.branch.until == "turn"
+    config.reward.kind = "env"
+    with pytest.raises(ValueError, match=r"config.rollout.branch.until='turn': scores a branch"):
+        build_plan(config)
 
 
 class NoStateEnv:

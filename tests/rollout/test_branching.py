@@ -155,8 +155,8 @@ def test_branches_give_the_exact_state_conditioned_advantage(play, task, tokeniz
 
 
 def test_branch_config_is_validated_and_a_budget_stops_forks(play, task, tokenizer):
-    for field, value, message in (("points", "some", "must be one of"), ("k", 0, "must be an int >= 1"),
-                                  ("budget", -1, "must be an int >= 0")):
+    for field, value, message in (("points", "some", "must be one of"), ("k", 0, "must be an integer >= 1"),
+                                  ("budget", -1, "must be an integer >= 0")):
         with pytest.raises(ValueError, match=f"BranchConfig.{field}={value!r}: {message}"):
             BranchConfig(**{field: value})
     rollout = Rollout(tokenizer, RolloutConfig(
