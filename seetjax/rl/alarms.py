@@ -34,7 +34,7 @@ from seetjax.errors import invalid
 from seetjax.learner import Learner, TrainState
 from seetjax.learner.state import cast_like
 from seetjax.rl.policy_states import SHARED, PolicyStates
-from seetjax.rollout.loop import RolloutResult
+from seetjax.rollout.result import RolloutResult
 from seetjax.runtime.sync import mean_over_processes
 
 ALARMS = ("zero_tool_calls", "weight_sync", "mismatch_kl")

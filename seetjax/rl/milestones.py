@@ -24,8 +24,9 @@ from seetjax.envs import registry
 from seetjax.eval.evaluate import EVAL_STAGE
 from seetjax.eval.reports import split_reports
 from seetjax.report.bootstrap import paired_gain
-from seetjax.rollout.loop import Rollout, RolloutResult
+from seetjax.rollout.loop import Rollout
 from seetjax.rollout.policy import Policy
+from seetjax.rollout.result import RolloutResult
 from seetjax.runtime.sync import mean_over_processes
 
 MILESTONES = ("untrained", "after_sft", "after_rl")

@@ -25,8 +25,8 @@ from seetjax.models.hf import save_hf_checkpoint, save_lora_adapter
 from seetjax.models.lora import has_lora
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.models.transformer import Transformer
-from seetjax.rollout.loop import RolloutResult
 from seetjax.rollout.policy import Policy
+from seetjax.rollout.result import RolloutResult
 from seetjax.runtime import sharding
 
 SHARED = "shared"  # the one set's name when every role shares it

@@ -51,10 +51,11 @@ from seetjax.rl.run_checkpoints import RunCheckpoints
 from seetjax.rl.start_model import start_model
 from seetjax.rl.step_figures import live_gib, step_figures
 from seetjax.rollout.batching import trajectory_batch
-from seetjax.rollout.loop import Rollout, RolloutResult
+from seetjax.rollout.loop import Rollout
 from seetjax.rollout.multi_agent import MultiAgentRollout
 from seetjax.rollout.policy import SamplerPolicy
 from seetjax.rollout.preferences import rollout_preferences
+from seetjax.rollout.result import RolloutResult
 from seetjax.rollout.versions import version_stats
 from seetjax.runtime.sync import local_shard, mean_over_processes
 from seetjax.runtime.workdir import WorkdirLock, full_disk_reported, workdir_path

@@ -17,7 +17,7 @@ import numpy as np
 
 from seetjax.batch import PreferencePairs, TokenSequences, TrajectoryBatch
 from seetjax.errors import invalid
-from seetjax.rollout.loop import RolloutResult
+from seetjax.rollout.result import RolloutResult
 from seetjax.sampling.sampler import bucket
 from seetjax.seet.records import CounterfactualRecord
 

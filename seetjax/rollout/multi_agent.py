@@ -35,8 +35,9 @@ from seetjax.rollout.chat import reply_text
 from seetjax.rollout.coordinator import WORKER_ROLE, CoordinatorEnv
 from seetjax.rollout.credit import coordinator_credit, sub_answer_em, worker_credit
 from seetjax.rollout.episode import Episode
-from seetjax.rollout.loop import PlayTimes, Rollout, RolloutConfig, RolloutResult
+from seetjax.rollout.loop import Rollout, RolloutConfig
 from seetjax.rollout.policy import Policy
+from seetjax.rollout.result import PlayTimes, RolloutResult
 from seetjax.sampling import Completion
 from seetjax.seet.config import StageConfig
 

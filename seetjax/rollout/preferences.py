@@ -12,7 +12,7 @@ from collections import defaultdict
 import numpy as np
 
 from seetjax.batch import PreferencePairs, TokenSequences, TrajectoryBatch
-from seetjax.rollout.loop import RolloutResult
+from seetjax.rollout.result import RolloutResult
 from seetjax.sampling.sampler import bucket
 
 

@@ -16,7 +16,7 @@ from seetjax.rl.config import build_plan, default_config
 from seetjax.rl.report import step_figures_table
 from seetjax.rl.start_model import start_model
 from seetjax.rl.step_figures import peak_memory_gib
-from seetjax.rollout.loop import PlayTimes
+from seetjax.rollout.result import PlayTimes
 from seetjax.sampling import Completion
 
 TINY = {"path": "", "preset": "tiny-qwen2", "dtype": "bfloat16", "compute_dtype": "float32",

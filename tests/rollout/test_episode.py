@@ -153,7 +153,7 @@ def test_an_error_in_one_episode_ends_only_that_episode(play, task, tokenizer, m
                                                          caplog):
     """The fault boundary: reply handling that raises ends its own episode as failed (logged and
     counted); the other episodes of the batch play on."""
-    from seetjax.rollout.loop import RolloutResult
+    from seetjax.rollout.result import RolloutResult
 
     real_step = Episode.on_reply
 
@@ -210,7 +210,7 @@ def test_the_fault_boundary_covers_reset_trace_and_exits(play, task, monkeypatch
 
     from seetjax.envs.bfcl.data import api_class
     from seetjax.envs.bfcl.env import BfclEnv
-    from seetjax.rollout.loop import RolloutResult
+    from seetjax.rollout.result import RolloutResult
 
     unstarted, lost, exits = load_tasks("base")[1:4]
     real_reset, real_trace = BfclEnv.reset, BfclEnv.trace

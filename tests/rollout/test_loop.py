@@ -8,8 +8,9 @@ from flax import nnx
 from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import PlayTimes, Rollout, RolloutConfig
+from seetjax.rollout.loop import Rollout, RolloutConfig
 from seetjax.rollout.policy import SamplerPolicy
+from seetjax.rollout.result import PlayTimes
 from seetjax.sampling import Completion, Sampler, SamplingParams
 from seetjax.seet.config import StageConfig, default_stages
 from tests.rollout.conftest import calls_text

@@ -10,7 +10,8 @@ from seetjax.envs.bfcl.env import BfclEnvConfig
 from seetjax.losses.advantages import ReinforceAdvantageConfig, reinforce_advantages
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.episode import EpisodeLimits
-from seetjax.rollout.loop import Rollout, RolloutConfig, RolloutResult
+from seetjax.rollout.loop import Rollout, RolloutConfig
+from seetjax.rollout.result import RolloutResult
 from seetjax.seet.config import PLAIN_STAGE
 from tests.rollout.scripted import ScriptedPolicy
 from tests.rollout.test_loop import replay
