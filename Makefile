@@ -63,7 +63,7 @@ bench: install-test
 	$(BIN)/python experiments/benchmarks/table.py
 
 # On a lent GPU machine, from the repository root (no venv there: the image's python3, with the
-# wheels carried in .whl/), two calls of under 8 minutes each: `make gpu-check` (two steps of the
+# wheels carried in .whl/), two calls of 7 minutes each: `make gpu-check` (two steps of the
 # scaled RL run, the GPU benchmarks), then `make gpu-check ARGS="--parts tests"` (the GPU tests);
 # a row per part to BENCHMARKS.md, logs to $OUT (docs/performance.md, "On a GPU").
 # Its plumbing at tiny shapes on the CPU:

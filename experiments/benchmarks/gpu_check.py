@@ -1,5 +1,6 @@
 """`make gpu-check`: what must hold and be measured on a lent GPU (issue 42), from the repository
-root, in two calls of at most 8 minutes each on one H100 (--budget-s, compilation included):
+root, in two calls of 7 minutes each on one H100 (--budget-s, compilation included), which with
+the machine's start fit a session's 15 minutes of device time:
 
     python3 experiments/benchmarks/gpu_check.py                  # figures (default)
     python3 experiments/benchmarks/gpu_check.py --parts tests    # the tests, a second call
@@ -10,24 +11,29 @@ hang or a crash in one still leaves the others' figures:
 
   wheels     pip-installs the carried .whl/*.whl (fetch_gpu_wheels.sh) into /tmp/site
   scale      launch/train.py --config=configs/scale_1_5b.py for 2 RL steps (skipped if absent)
-  sampler    bench_sampler.py --decode-only: Qwen2.5-1.5B shape, bf16, batch 64, prompt 512,
-             128 new; prefill and decode timed apart, decode against the HBM bound
+  plan       plan_check.py: the memory plan of configs/scale_1_5b.py against the compiled update,
+             prefill and decode programs at its shapes (lowered from abstract states, not run)
   learner    bench_learner.py --preset qwen2.5-1.5b --dtype bfloat16 --no-torch: tokens/s, MFU
   anatomy    anatomy.py at the sampler's and learner's settings: what the compiled decode step
              and update move (copies, cache updates in place or not, slots the attention reads,
              top ops by bytes) and the decode step timed apart (argmax, model alone, 4x slots)
+  sampler    bench_sampler.py --decode-only: Qwen2.5-1.5B shape, bf16, batch 64, prompt 512,
+             128 new; prefill and decode timed apart, decode against the HBM bound
   tests      tests/models (the cuDNN kernel test among them), tests/sampling, tests/learner and
              the tolerance rules (tests/test_tolerances.py), 8 workers
 
---parts takes parts or the groups "figures" (wheels, scale, sampler, learner), "tests" (wheels,
-anatomy, tests) and "all". The caps are what the parts took on an H100 (2026-11-27) with room:
+--parts takes parts or the groups "figures" (wheels, scale, plan, learner), "tests" (wheels,
+anatomy, sampler, tests) and "all". The caps are what the parts took on an H100 (2026-11-27) with room:
 one RL step of the scaled run took 253 s from launch (its first step compiling for 143 s), the
-test packages 125 tests in 150 s of 8 workers (anatomy's is a guess: not run on a GPU yet).
+test packages 125 tests in 150 s of 8 workers (anatomy's and plan's are guesses: not run on a GPU
+yet).
 
 One row per part goes to BENCHMARKS.md's "GPU check" table as soon as the part ends (device,
 date, jax version, figures, status); the logs, the figures as JSON and BENCHMARKS.md go to $OUT
-when it is set (the device machine's copy of the tree is not kept). --cpu-dry-run runs every part
-at tiny shapes on the CPU and writes its rows to a copy of BENCHMARKS.md.
+when it is set (the device machine's copy of the tree is not kept); the plan's JSON goes inside
+gpu_check.json (its part's "data"), the 8 files the device tool brings back being taken.
+--cpu-dry-run runs every part at tiny shapes on the CPU and writes its rows to a copy of
+BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -57,9 +63,14 @@ TESTS = ["tests/models", "tests/sampling", "tests/learner", "tests/test_toleranc
 # --cpu-dry-run); the budget caps them too.
 # anatomy (not yet run on a GPU): four compilations of the decode program, the model's step and
 # the update; its --budget-s starts no section past 70 s, and it writes its JSON after each one.
-CAPS = {"wheels": 45, "scale": 380, "sampler": 80, "learner": 80, "anatomy": 90, "tests": 420}
-GROUPS = {"figures": ["wheels", "scale", "sampler", "learner"],
-          "tests": ["wheels", "anatomy", "tests"], "all": list(CAPS)}
+# plan (not yet run on a GPU): three compilations at the 1.5B shape, the update's the longest;
+# its JSON is written after each.
+CAPS = {"wheels": 45, "scale": 330, "plan": 150, "learner": 80, "anatomy": 90, "sampler": 80,
+        "tests": 420}
+# Two calls that fit one session's 15 minutes of device time with the machine's start: the
+# figures that need the 1.5B state first, then the tests (the budget cuts the last part first).
+GROUPS = {"figures": ["wheels", "scale", "plan", "learner"],
+          "tests": ["wheels", "anatomy", "sampler", "tests"], "all": list(CAPS)}
 
 
 def part_commands(dry: bool, workdir: Path) -> dict[str, tuple[list[str], str]]:
@@ -82,6 +93,9 @@ def part_commands(dry: bool, workdir: Path) -> dict[str, tuple[list[str], str]]:
                    "8", "--new", "4", "--rows", "2", "--length", "32", "--repeats", "1",
                    "--budget-s", "100"] if dry else ["--budget-s", "70"]))
     config = "configs/scale_1_5b.py" + (":tiny" if dry else "")
+    # the sampler's programs first: quick, and a suspect for the 1.5B run's peak (docs/scale.md)
+    plan = [py, f"{bench}/plan_check.py", f"--config={config}", "--programs",
+            "prefill,decode,update", "--json", str(workdir / "plan.json")]
     scale = [py, "launch/train.py", f"--config={config}", f"--workdir={workdir / 'scale'}",
              "--config.train.steps=2"]
     return {
@@ -91,6 +105,7 @@ def part_commands(dry: bool, workdir: Path) -> dict[str, tuple[list[str], str]]:
         "sampler": (sampler, " ".join(sampler[2:]).replace(str(workdir), "$TMP")),
         "learner": (learner, " ".join(learner[2:]).replace(str(workdir), "$TMP")),
         "anatomy": (anatomy, " ".join(anatomy[2:]).replace(str(workdir), "$TMP")),
+        "plan": (plan, " ".join(plan[2:]).replace(str(workdir), "$TMP")),
         # Dry run: the packages' tests are collected, not run (hundreds of CPU compilations).
         # -v -v: a line per test as it ends, so a run cut off at its cap still tells what passed.
         "tests": ([*pytest, "-rfEs", *(["--collect-only"] if dry else ["-v", "-v", "-n", "8"]),
@@ -150,7 +165,7 @@ def scale_figures(workdir: Path) -> str:
     steps = [r for r in rows if any(k.startswith("time/") for k in r)]
     if not steps:
         return "no RL step in metrics.jsonl"
-    wanted = re.compile(r"^time/|^compile/|mfu|tokens_per_s|memory")
+    wanted = re.compile(r"^time/|^compile/|mfu|tokens_per_s|memory|live_gib")
     last = {k: v for k, v in steps[-1].items() if wanted.search(k) and isinstance(v, (int, float))}
     seconds = ", ".join(f"{sum(r.get(f'time/{k}_s', 0.0) for k in ('rollout', 'batch', 'learn')):.1f}"
                         for r in steps)
@@ -170,12 +185,19 @@ def figures(name: str, log: Path, workdir: Path) -> str:
                     f"(compiling) {r['first_update_s']:.1f} s")
         return (f"prefill {r['prefill_tokens_per_s']:,.0f} prompt tok/s ({r['prefill_s']:.2f} s);"
                 f" decode {r['decode_tokens_per_s']:,.0f} new tok/s; {r['roofline']}")
-    if name == "anatomy" and (workdir / "anatomy.json").exists():
+    if name in ("anatomy", "plan") and (workdir / f"{name}.json").exists():
         # Written after every section: a part cut off at its cap still has the ones it did.
-        return json.loads((workdir / "anatomy.json").read_text()).get("headline", "-")
+        return json.loads((workdir / f"{name}.json").read_text()).get("headline", "-")
     if name == "scale":
         return scale_figures(workdir)
     return text.strip().splitlines()[-1][:200] if text.strip() else "-"
+
+
+def part_data(name: str, workdir: Path) -> dict:
+    """{"data": the plan's JSON} for its part in gpu_check.json (no room for its file in
+    $OUT), else {}."""
+    path = workdir / "plan.json"
+    return {"data": json.loads(path.read_text())} if name == "plan" and path.exists() else {}
 
 
 def device_and_jax(env: dict[str, str]) -> tuple[str, str]:
@@ -221,7 +243,7 @@ def main() -> None:
     parser.add_argument("--cpu-dry-run", action="store_true",
                         help="every part at tiny shapes on the CPU; rows to a copy of "
                              "BENCHMARKS.md")
-    parser.add_argument("--budget-s", type=float, default=480, help="for all parts together")
+    parser.add_argument("--budget-s", type=float, default=420, help="for all parts together")
     parser.add_argument("--parts", default="figures",
                         help=f"comma-separated parts {list(CAPS)} or groups {list(GROUPS)}")
     parser.add_argument("--benchmarks", type=Path, help=f"table to append to (default {BENCHMARKS}"
@@ -256,7 +278,7 @@ def main() -> None:
         text = "-" if skip else figures(name, log, workdir)
         results[name] = {"status": status, "seconds": round(seconds, 1), "setting": setting,
                          "figures": text, "log_tail": log.read_text()[-2000:] if log.exists()
-                         else ""}
+                         else "", **part_data(name, workdir)}
         print(f"[gpu-check] {name}: {status} in {seconds:.0f} s: {text}", flush=True)
         if name != "wheels" or not skip:
             add_row(TITLE, COLUMNS, [datetime.date.today().isoformat(), device or "?",

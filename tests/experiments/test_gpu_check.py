@@ -31,9 +31,9 @@ def test_a_hung_part_is_killed_with_its_children_at_its_cap(check, tmp_path):
 
 
 def test_parts_and_groups(check):
-    assert check.expand_parts("figures") == ["wheels", "scale", "sampler", "learner"]
-    assert check.expand_parts("tests,wheels") == ["wheels", "anatomy", "tests"]
-    assert check.expand_parts("tests")[-1] == "tests"  # the anatomy's cap cannot starve them
+    assert check.expand_parts("figures") == ["wheels", "scale", "plan", "learner"]
+    assert check.expand_parts("tests,wheels") == ["wheels", "anatomy", "sampler", "tests"]
+    assert check.expand_parts("tests")[-1] == "tests"  # the budget cuts the last part first
     assert check.expand_parts("all") == list(check.CAPS)
     with pytest.raises(ValueError, match="unknown \\['tests-gpu'\\]"):
         check.expand_parts("sampler,tests-gpu")
@@ -68,6 +68,21 @@ def test_anatomy_figures_are_its_headline_even_when_cut_off(check, tmp_path):
     assert check.figures("anatomy", log, tmp_path) == "cut off at the cap"  # no JSON yet
     (tmp_path / "anatomy.json").write_text(json.dumps({"headline": "decode step 3.1 ms"}))
     assert check.figures("anatomy", log, tmp_path) == "decode step 3.1 ms"
+
+
+def test_plan_figures_are_its_headline_and_its_json_goes_into_the_summary(check, tmp_path):
+    log = tmp_path / "plan.log"
+    log.write_text("compiling the update\n")
+    assert check.figures("plan", log, tmp_path) == "compiling the update"  # cut off: no JSON
+    assert check.part_data("plan", tmp_path) == {}
+    result = {"headline": "update temp 30.10 GiB vs planned 22.58 (gradients+activations)",
+              "programs": {"update": {"temp_over_planned": 1.333}}}
+    (tmp_path / "plan.json").write_text(json.dumps(result))
+    assert check.figures("plan", log, tmp_path) == result["headline"]
+    assert check.part_data("plan", tmp_path) == {"data": result}
+    assert check.part_data("anatomy", tmp_path) == {}  # its JSON is a file of its own in $OUT
+    command, setting = check.part_commands(True, tmp_path)["plan"]
+    assert "--config=configs/scale_1_5b.py:tiny" in command and "$TMP/plan.json" in setting
 
 
 def test_copy_out_brings_back_at_most_eight_files_the_anatomy_among_them(check, tmp_path,
