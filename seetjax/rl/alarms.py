@@ -4,10 +4,11 @@ Each RL step is checked for three failures that train on garbage without an erro
 
 - `zero_tool_calls`: the step's replies made no parsed tool call while its turns expect calls
   (a broken call format, a chat template that lost the tools, a collapsed policy);
-- `weight_sync`: the parameters the sampler holds after the step's sync differ from the
-  learner's, cast as the sampler's are (a LoRA adapter that never reached the sampler, a stale
-  copy: verl #7495, NeMo-RL #4018). Both sides are reduced on device to one 32-bit checksum
-  (`params_checksum`), exact whatever the reduction order, so sharded copies compare equal;
+- `weight_sync`: the parameters the sampler (or, with rollout.mode "engine", the engine) holds
+  after the step's sync differ from the learner's, cast as the sampler's are (a LoRA adapter
+  that never reached the sampler, a stale copy: verl #7495, NeMo-RL #4018). Both sides are
+  reduced on device to one 32-bit checksum (`params_checksum`), exact whatever the reduction
+  order, so sharded copies compare equal;
 - `mismatch_kl`: the k3 estimate of KL(behaviour || learner) on the trained tokens
   (`learner/mismatch_k3`, Schulman 2020, from the learner's update) is above
   `AlarmConfig.max_mismatch_kl`.
@@ -36,6 +37,7 @@ from seetjax.learner.state import cast_like
 from seetjax.rl.policy_states import SHARED, PolicyStates
 from seetjax.rollout.result import RolloutResult
 from seetjax.runtime.sync import mean_over_processes
+from seetjax.serving.rollout_policy import EnginePolicy
 
 ALARMS = ("zero_tool_calls", "weight_sync", "mismatch_kl")
 MISMATCH_SUFFIX = "mismatch_k3"  # learner metric the mismatch alarm reads (any role's)
@@ -114,12 +116,18 @@ def learner_checksum(learner: Learner, state: TrainState) -> int:
     return (params_checksum(state.params, storage) + params_checksum(state.frozen)) % 2**32
 
 
+def _served(policy: Any) -> Any:
+    """The parameters `policy` samples with: an `EnginePolicy`'s engine's, else its own."""
+    return policy.engine.params if isinstance(policy, EnginePolicy) else policy.params
+
+
 def weight_sync(policies: PolicyStates, policy: Any) -> dict[str, float]:
     """`sync/weight_mismatch`: the share of parameter sets (over roles and processes) whose
-    sampler copy (`policy.params`, or each role's of a dict of policies) differs from the
-    learner's `learner_checksum`."""
+    sampler copy (`policy.params`, the engine's for an `EnginePolicy`, or each role's of a dict
+    of policies) differs from the learner's `learner_checksum`."""
     by_role = policy if isinstance(policy, Mapping) else {SHARED: policy}
-    differ = [params_checksum(p.params) != learner_checksum(policies.learner, policies.state(role))
+    differ = [params_checksum(_served(p)) != learner_checksum(policies.learner,
+                                                              policies.state(role))
               for role, p in by_role.items()]
     return mean_over_processes({"sync/weight_mismatch": float(np.mean(differ))})
 

@@ -110,7 +110,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.limits = ml_collections.ConfigDict(dict(  # EpisodeLimits, in tokens
         max_reply_tokens=256, max_turn_tokens=1024, max_observation_tokens=1024,
         max_episode_tokens=8192))
-    c.rollout = ml_collections.ConfigDict(dict(group_size=8, num_threads=8, decode_chunk=16))
+    # mode "engine": rollouts through one serving engine for the run (docs/configs.md)
+    c.rollout = ml_collections.ConfigDict(dict(group_size=8, num_threads=8, decode_chunk=16,
+                                               mode="lockstep"))
     # Branching rollouts (seetjax.rollout.branching.BranchConfig; docs/rollout.md#branching): off
     # with points="none"; training rollouts only, evaluations never branch.
     c.rollout.branch = ml_collections.ConfigDict(dataclasses.asdict(BranchConfig()))
@@ -232,7 +234,9 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     if rollout.reward.kind == "env" and not spec.scores_episodes:
         raise invalid("config.reward", "kind", "env", f"environment {spec.name!r} does not score "
                       "its episodes itself; use 'progress', 'agent' or 'shaped'")
-    eval_rollout = dataclasses.replace(rollout, group_size=1, branch=BranchConfig())
+    # evaluations play in lock step whatever rollout.mode (greedy: the same episodes either way)
+    eval_rollout = dataclasses.replace(rollout, group_size=1, branch=BranchConfig(),
+                                       mode="lockstep")
     eval_decodings = _eval_decodings(config, env)
     sampling = as_dataclass(SamplingParams, config.sampling.to_dict(), "sampling")
     if sampling.temperature != learner.temperature:
@@ -302,6 +306,9 @@ def _multi_agent(config: ml_collections.ConfigDict, env_name: str,
                           "with multi_agent.enabled=False: only a multi-agent run has roles to "
                              "give parameter sets of their own")
         return None
+    if rollout.mode == "engine":
+        raise invalid("config.rollout", "mode", "engine", "with config.multi_agent.enabled=True: "
+                      "teams play in lock step; use rollout.mode='lockstep'")
     for wrong, why in ((env_name != "qa_search", f"env.name={env_name!r}: teams play the "
                         "qa_search environment"),
                        (rollout.reward.kind != "env", f"reward.kind={rollout.reward.kind!r}: "

@@ -4,9 +4,11 @@
 
 Each RL step: the curriculum's stage -> B tasks x G samples rolled out with the current parameters
 (fast loop inside) -> slow loop (anchors, counterfactual records) -> TrajectoryBatch -> one learner
-update -> metrics, records, curriculum step, checkpoint. The RL phase ends after `train.steps`
-steps, or earlier, after the step at which the policy tokens sampled so far (retries included,
-over all processes) reach `train.max_policy_tokens`, so that runs can be compute-matched. A
+update -> metrics, records, curriculum step, checkpoint. With `rollout.mode="engine"` the
+rollouts play through one serving engine made for the run (its programs and prefix cache kept
+across steps), given the learner's weights whenever its version moves on. The RL phase ends
+after `train.steps` steps, or earlier, after the step at which the policy tokens sampled so far
+(retries included, over all processes) reach `train.max_policy_tokens`, so that runs can be compute-matched. A
 workdir resumes where its last intact checkpoint left off, SFT and the token count included;
 everything is deterministic given the config, so a resumed run continues exactly. A damaged
 checkpoint (a checksum that differs, its caller state or anchor pool missing) is set aside and the
@@ -27,8 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
+from flax import nnx
 from tqdm import tqdm
 
 from seetjax.defaults.base_model import EMBEDDED_BASE, resolve_model_path, untrained_model_path
@@ -45,7 +49,7 @@ from seetjax.rl.alarms import Alarms, call_counts, weight_sync
 from seetjax.rl.config import build_plan
 from seetjax.rl.evals import RunEvaluations, greedy_policy
 from seetjax.rl.milestones import Milestone, first_per_category
-from seetjax.rl.policy_states import PolicyStates
+from seetjax.rl.policy_states import SHARED, PolicyStates
 from seetjax.rl.report import run_report
 from seetjax.rl.run_checkpoints import RunCheckpoints
 from seetjax.rl.start_model import start_model
@@ -57,12 +61,15 @@ from seetjax.rollout.policy import SamplerPolicy
 from seetjax.rollout.preferences import rollout_preferences
 from seetjax.rollout.result import RolloutResult
 from seetjax.rollout.versions import version_stats
+from seetjax.runtime import sharding
 from seetjax.runtime.sync import local_shard, mean_over_processes
 from seetjax.runtime.workdir import WorkdirLock, full_disk_reported, workdir_path
 from seetjax.sampling import Sampler, SamplingParams
 from seetjax.seet.anchors import AnchorPool
 from seetjax.seet.curriculum import Curriculum
 from seetjax.seet.records import write_jsonl
+from seetjax.serving.engine import Engine
+from seetjax.serving.rollout_policy import EnginePolicy
 
 
 class TrainRun:
@@ -74,9 +81,12 @@ class TrainRun:
         if config.data.tasks_per_step % jax.process_count():
             raise invalid("config.data", "tasks_per_step", config.data.tasks_per_step,
                           f"must be a multiple of the {jax.process_count()} processes")
+        if self.plan.rollout.mode == "engine":
+            _check_engine_mesh(self.plan.learner.mesh)
         self.config, self.workdir = config, workdir_path(workdir)
         self.start_over = start_over  # with every checkpoint damaged: train from step 0
         self.lock = WorkdirLock(self.workdir)  # before writing anything
+        self.engine: Engine | None = None  # rollout.mode "engine": the run's one engine
         if jax.process_index() == 0:  # what `restore_run` and launch/evaluate.py --run read
             (self.workdir / "config.json").write_text(config.to_json_best_effort(indent=2))
 
@@ -86,6 +96,8 @@ class TrainRun:
         try:
             return self._run()
         finally:
+            if self.engine is not None:  # no decode thread outlives the run, error or not
+                self.engine.stop()
             self.lock.release()
 
     def _run(self) -> dict[str, Any]:
@@ -174,18 +186,44 @@ class TrainRun:
         self.step, self.policy_tokens = self.checkpoints.resume(self.policies, self.curriculum,
                                                                 self.pool, self.evals)
         self.writer = MetricsWriter(self.workdir)
+        if plan.rollout.mode == "engine":
+            self.engine = self._engine()
+
+    def _engine(self) -> Engine:
+        """The run's engine (`rollout.mode="engine"`), made once: its compiled programs and prefix
+        cache serve every step. A row for each of the step's episodes on this process."""
+        rows = self.config.data.tasks_per_step // jax.process_count() * self.plan.rollout.group_size
+        return Engine(self.policies.model(), self.tokenizer, params=self._engine_params(),
+                      sampler=self.sampler, max_batch=rows, max_queue=rows,
+                      chunk_steps=self.plan.rollout.decode_chunk or 16)
+
+    def _engine_params(self) -> nnx.State:
+        """A copy of the sampling parameters the engine owns: the learner's f32 arrays are
+        donated to each update, and an update skipped as non-finite keeps the version."""
+        return jax.tree.map(jnp.copy, self.policies.sampling_params())
+
+    def _step_policy(self, step: int, seed: int) -> SamplerPolicy | EnginePolicy:
+        """Step `step`'s rollout policy: a `SamplerPolicy` on the learner's current parameters,
+        or (mode "engine") the run's engine, given them once the learner's version moved on."""
+        if self.engine is None:
+            return self.policies.rollout_policy(
+                lambda params, key, version: SamplerPolicy(
+                    self.sampler, params, self.plan.sampling, self.tokenizer.stop_ids, key,
+                    version),
+                jax.random.fold_in(jax.random.key(self.config.seed), step))
+        version = self.policies.version(SHARED)
+        if version != self.engine.weight_version:  # drops the older prefix-cache entries
+            self.engine.update_weights(self._engine_params(), version)
+        return EnginePolicy(self.engine, self.plan.sampling, seed)
 
     def _rl_step(self, step: int) -> dict[str, float]:
         stage = self.curriculum.stage
         tasks = self._tasks_for(step)
-        policy = self.policies.rollout_policy(
-            lambda params, key, version: SamplerPolicy(self.sampler, params, self.plan.sampling,
-                                                       self.tokenizer.stop_ids, key, version),
-            jax.random.fold_in(jax.random.key(self.config.seed), step))
+        seed = self.config.seed * 7919 + step * 131 + jax.process_index()
+        policy = self._step_policy(step, seed)
         synced = weight_sync(self.policies, policy)  # the sampler's copy against the learner's
         started = time.perf_counter()
-        result = self.rollout(tasks, policy, stage, self.curriculum.progress, step,
-                              seed=self.config.seed * 7919 + step * 131 + jax.process_index())
+        result = self.rollout(tasks, policy, stage, self.curriculum.progress, step, seed=seed)
         rolled = time.perf_counter()
         versions = {k: v for role, part in self.policies.parts(result).items()  # before updates
                     for k, v in self.policies.named(role, version_stats(
@@ -323,6 +361,21 @@ class TrainRun:
                 (*milestones[:-1], *self.evals.steps(), final), rows))
             say(split_reports(final.env).markdown(list(final.splits.values())))
         return summary
+
+
+def _check_engine_mesh(mesh: tuple[int, int, int]) -> None:
+    """Refuses rollout.mode "engine" where the sampling mesh splits the batch: the engine keeps
+    one cache row per sequence, unsplit (serving/rows.py)."""
+    if jax.process_count() > 1:  # each process samples on a data mesh of its local devices
+        split = jax.local_device_count()
+    else:
+        data, fsdp, _ = sharding.mesh_sizes(mesh, jax.device_count())
+        split = data * fsdp
+    if split > 1:
+        raise invalid("config.rollout", "mode", "engine", f"the engine's rows are not split over "
+                      f"devices, and config.learner.mesh={tuple(mesh)} splits the sampling batch "
+                      f"{split} ways on {jax.device_count()} devices: use a mesh of data=fsdp=1 "
+                      "(tensor parallel) or rollout.mode='lockstep'")
 
 
 def train(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,

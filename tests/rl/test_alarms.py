@@ -32,6 +32,8 @@ from seetjax.rollout.policy import SamplerPolicy
 from seetjax.runtime.sharding import make_mesh
 from seetjax.sampling import Sampler, SamplingParams
 from seetjax.seet.config import PLAIN_STAGE
+from seetjax.serving.engine import Engine
+from seetjax.serving.rollout_policy import EnginePolicy
 from tests.rollout.scripted import ScriptedPolicy
 
 
@@ -85,6 +87,19 @@ def test_a_stale_lora_adapter_in_the_sampler_raises_the_alarm(embedded_dir, capl
     assert fired == {"alarm/zero_tool_calls": 0.0, "alarm/weight_sync": 1.0,
                      "alarm/mismatch_kl": 0.0}
     assert "RL step 3: alarm weight_sync" in caplog.text
+
+
+def test_the_engines_weights_are_the_ones_checked_in_engine_mode(embedded_dir, tokenizer):
+    """rollout.mode "engine": the copy checked is the engine's, stale until `update_weights`."""
+    learner, state = _learner(embedded_dir, "float32")
+    stale = jax.tree.map(jnp.copy, learner.sampling_params(state))
+    moved = state.replace(params=jax.tree.map(lambda a: a + 0.01, state.params))  # an update
+    policies = PolicyStates(learner, moved)
+    with Engine(learner.model(moved), tokenizer, params=stale) as engine:
+        policy = EnginePolicy(engine, SamplingParams(), seed=0)
+        assert weight_sync(policies, policy) == {"sync/weight_mismatch": 1.0}
+        engine.update_weights(policies.sampling_params("shared"), version=1)
+        assert weight_sync(policies, policy) == {"sync/weight_mismatch": 0.0}
 
 
 def _scripted_step(tokenizer, reply: str) -> dict[str, float]:
