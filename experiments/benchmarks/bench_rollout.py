@@ -15,8 +15,10 @@ With `--compare` the same batches are played in lock step (`RolloutConfig.mode="
 `SamplerPolicy`) and through the serving engine (`mode="engine"`, `EnginePolicy`: episodes
 advance independently, issue 43), alternating which goes first: episodes/s of each, the speed-up
 and decoding's idle share of each (engine: its chunk is the config's decode_chunk, its rows all
-the batch's episodes). `--max-reply-tokens N` is the long-reply setting: replies up to N tokens,
-turns up to 3N, episodes up to max(the config's cap, 4N + 1024).
+the batch's episodes; its idle share counts every row it holds, free and padding rows too, lock
+step's the rows of each call), and the programs each mode compiled during the timed batches
+(shapes the warm-up batch did not meet). `--max-reply-tokens N` is the long-reply setting:
+replies up to N tokens, turns up to 3N, episodes up to max(the config's cap, 4N + 1024).
 
 With `--learner` the timed batches become the learner's input instead, as a training step builds
 it (`trajectory_batch`: the run's row length and counterfactual pairs), and the run config's
@@ -64,6 +66,8 @@ def main() -> None:
                         help="HF directory or embedded:base ('': the config's model)")
     parser.add_argument("--tasks", type=int, default=8, help="tasks per batch (x group size)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1,
+                        help="--compare: untimed batches per mode first (shapes compiled)")
     parser.add_argument("--threads", type=int, default=0, help="CPUs (0: all)")
     parser.add_argument("--learner", action="store_true",
                         help="time the learner's update on the batches, packed vs one per row")
@@ -104,9 +108,10 @@ def main() -> None:
     model = load_hf_checkpoint(model_dir)
     env = plan.rollout.env
     tasks = registry.spec_of(env).load_tasks(env, config.data.to_dict(), config.data.split, None)
-    needed = args.tasks * (args.rounds + 1)
+    batches = args.rounds + max(1, args.warmup if args.compare else 1)
+    needed = args.tasks * batches
     if len(tasks) < needed:
-        raise SystemExit(f"--tasks={args.tasks} x {args.rounds + 1} batches needs {needed} "
+        raise SystemExit(f"--tasks={args.tasks} x {batches} batches needs {needed} "
                          f"tasks; the config's split has {len(tasks)}")
     sampler = Sampler(model, pad_id=tokenizer.pad_id)
     rollout = Rollout(tokenizer, plan.rollout)
@@ -168,17 +173,24 @@ def compare(args, plan, model, tokenizer, sampler, tasks, stage, model_dir, thre
     modes = ("lockstep", "engine")
     rollouts = {m: Rollout(tokenizer, dataclasses.replace(plan.rollout, mode=m)) for m in modes}
 
+    compiled = {m: 0 for m in modes}  # programs compiled during the timed batches
+
     def batch(mode: str, i: int):
         policy = (EnginePolicy(engine, plan.sampling, i) if mode == "engine" else
                   SamplerPolicy(sampler, nnx.state(model), plan.sampling, tokenizer.stop_ids,
                                 jax.random.key(i)))
+        programs = engine.compile_count()  # the sampler's included
         start = time.perf_counter()
         result = rollouts[mode](tasks[i * args.tasks:(i + 1) * args.tasks], policy, stage,
                                 progress=0.5, step=i, seed=i)
-        return time.perf_counter() - start, result
+        seconds = time.perf_counter() - start
+        compiled[mode] += engine.compile_count() - programs
+        return seconds, result
 
-    for mode in modes:
-        batch(mode, 0)  # compiles
+    for i in range(args.warmup):
+        for mode in modes:
+            batch(mode, args.rounds + i if i else 0)  # compiles; not the timed batches' tasks
+    compiled.update({m: 0 for m in modes})
     runs: dict[str, list] = {m: [] for m in modes}
     for i in range(args.rounds):
         for mode in modes if i % 2 == 0 else modes[::-1]:
@@ -195,12 +207,15 @@ def compare(args, plan, model, tokenizer, sampler, tasks, stage, model_dir, thre
     print(f"episodes/s: lock step {rates['lockstep'].rate:.2f}, engine "
           f"{rates['engine'].rate:.2f} ({ratio}); generated tok/s {tokens['lockstep']:,.0f} / "
           f"{tokens['engine']:,.0f}; idle share of decoding {idle['lockstep']:.0%} / "
-          f"{idle['engine']:.0%}")
+          f"{idle['engine']:.0%}; programs compiled while timed {compiled['lockstep']} / "
+          f"{compiled['engine']}")
     limits = plan.rollout.limits
     setting = (f"{args.config}, {os.path.basename(str(model_dir))} model, {args.tasks} tasks x "
                f"{plan.rollout.group_size} samples, stage 3, T={plan.sampling.temperature}, "
                f"replies <= {limits.max_reply_tokens} tokens, chunk {chunk}, {threads} threads, "
-               f"median of {args.rounds} alternating batches, load {load():.1f}")
+               f"{args.warmup} warm-up batch(es), median of {args.rounds} alternating batches, "
+               f"programs compiled while timed "
+               f"{compiled['lockstep']} / {compiled['engine']}, load {load():.1f}")
     record("rollout: lock step vs engine", setting, rates, ratio)
     if not args.no_write:
         add_row(COMPARE_TITLE, COMPARE_COLUMNS, [

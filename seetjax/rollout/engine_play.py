@@ -52,8 +52,9 @@ class EnginePlay(NamedTuple):
     environment overlap now: sampling_s is the engine's time prefilling and decoding during the
     play, environment_s the wall time during which at least one reply was being handled, so
     their sum may exceed the play's wall time. policy_calls counts requests (one per reply);
-    row_steps the engine's decode steps times the rows decoding (rows of other clients of the
-    engine included), so 1 - reply_tokens / row_steps is decoding's idle share."""
+    row_steps the engine's decode steps times the rows it held (free and padding rows, and rows
+    of other clients of the engine, included: each is computed at every step), so
+    1 - reply_tokens / row_steps is decoding's idle share."""
 
     sampling_s: float
     environment_s: float

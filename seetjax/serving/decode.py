@@ -67,9 +67,13 @@ def _advance(model: Transformer, state: DecodeState, token: Array, live: Array) 
 
 def decode_chunk(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState, keys: Array,
                   generated: Array, budget: Array, stop_ids: Array, temperature: Array,
-                  top_p: Array, top_k: Array, constraint: tuple[Array, Array] | None = None, *,
+                  top_p: Array, top_k: Array, wanted: Array,
+                  constraint: tuple[Array, Array] | None = None, *,
                   num_steps: int, num_top: int, pad_id: int):
     """Up to `num_steps` tokens per row; row b takes at most budget[b] and stops at a stop id.
+    The chunk ends early once `wanted` (a scalar) of the rows decoding have ended: the engine
+    asks for that when queued requests wait for rows, so they join without waiting for the
+    chunk's slowest row.
 
     `constraint` (table [S, V'] int32, row states [B] int32), for batches with a constrained row:
     row b in state s >= 0 samples only tokens t with table[s, t] >= 0 and moves to that state
@@ -93,9 +97,12 @@ def decode_chunk(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState, 
         nxt = table[jnp.maximum(fsm, 0), jnp.minimum(token, table.shape[1] - 1)]
         return jnp.where((fsm >= 0) & live, nxt, fsm)
 
+    idle = budget <= 0  # free and padding rows: done from the start
+
     def cond(carry):
         step, _, done, *_ = carry
-        return (step < num_steps) & ~jnp.all(done)
+        ended = jnp.sum(done & ~idle)
+        return (step < num_steps) & ~jnp.all(done) & (ended < wanted)
 
     def body(carry):
         step, state, done, count, stopped, tokens, logprobs, top_ids, top_lps, fsm = carry
@@ -119,7 +126,7 @@ def decode_chunk(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState, 
                 top_lps, fsm)
 
     zeros = jnp.zeros((batch,), jnp.int32)
-    carry = (jnp.int32(0), state, budget <= 0, zeros, zeros.astype(bool),
+    carry = (jnp.int32(0), state, idle, zeros, zeros.astype(bool),
              jnp.full((batch, num_steps), pad_id, jnp.int32),
              jnp.zeros((batch, num_steps), jnp.float32),
              jnp.zeros((batch, num_steps, num_top), jnp.int32),

@@ -2,9 +2,10 @@
 
 Up to `max_batch` cache rows decode together in chunks of `chunk_steps` tokens (one jitted
 `lax.while_loop` per chunk that exits as soon as every row has stopped). Between chunks, finished
-rows leave and queued requests join: each new prompt is prefilled on its own with the sampler's
-`prefill`/`extend` and its cached row copied into free rows of the running batch (n rows for n
-choices, one prefill). Nobody waits for the slowest row of a static batch.
+rows leave and the queued requests that fit join: their prompts are prefilled together, one
+batched call of the sampler's `extend` (`admission.py`), and each prompt's cached row is copied
+into free rows of the running batch (n rows for n choices, one prompt row). Nobody waits
+for the slowest row of a static batch.
 
 Per request: temperature, top-p, top-k, max_tokens, stop strings, seed and n. The decode chunk
 takes sampling settings as per-row arrays, not as the sampler's static `SamplingParams`, so a
@@ -50,6 +51,7 @@ from seetjax.errors import invalid, require
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.models.transformer import Transformer
 from seetjax.sampling.sampler import Sampler
+from seetjax.serving.admission import prefill_requests, rows_wanted, take_fitting
 from seetjax.serving.decode import decode_chunk
 from seetjax.serving.prefix_cache import PrefixCache
 from seetjax.serving.release import release
@@ -82,8 +84,9 @@ class EngineStats:
     cached_tokens: int = 0
     completion_tokens: int = 0
     chunks: int = 0
-    # Decode steps times the rows decoding (padding rows not counted): 1 - completion_tokens /
-    # row_steps is the share of decoding spent on rows whose choice had ended within a chunk.
+    prefills: int = 0  # batched prefill calls admitting requests (several requests each)
+    # Decode steps times the rows held (every held row is computed at every step, free and
+    # padding rows too): 1 - completion_tokens / row_steps is decoding's idle share.
     row_steps: int = 0
     busy_s: float = 0.0  # the decode thread's time admitting (prefill) and decoding
 
@@ -184,6 +187,11 @@ class Engine:
     def weight_version(self) -> int:
         """The version of `params` (reported by /metrics)."""
         return self._version
+
+    def compile_count(self) -> int:
+        """Programs compiled so far by the sampler, the decode chunk and the row surgery."""
+        jits = (self._decode, *self.batch.jits, *self.prefixes.jits)
+        return self.sampler.compile_count() + sum(f._cache_size() for f in jits)
 
     def update_weights(self, params: nnx.State, version: int) -> None:
         """Serves `params`, of weight `version`, from the next decode chunk on (see the module
@@ -299,49 +307,46 @@ class Engine:
                     request.handle._finish(None, "cancelled")
 
     def _admit(self) -> None:
-        """Moves queued requests (FIFO) into free rows: one prefill each, copied to n rows."""
+        """Moves the queued requests that fit (FIFO) into free rows, prefilled together
+        (`admission.py`); a request's n choices copy its one prompt row."""
         if self.batching == "static" and self.batch.active:
             return
-        while True:
-            with self._lock:
-                if (not self._queue
-                        or self.active_rows + self._queue[0].handle.params.n > self.max_batch):
-                    return
-                request = self._queue.popleft()
-            prompt = request.handle.prompt
-            request.admitted = time.monotonic()
+        with self._lock:
+            requests = take_fitting(self._queue, self.max_batch - self.active_rows)
+        if not requests:
+            return
+        now = time.monotonic()
+        for request in requests:
+            request.admitted = now
+        for seqs, prompt_rows, admitted in prefill_requests(
+                self.prefixes, self._params, self._version, requests):
+            self.stats.prefills += 1
+            longest = max(len(r.handle.prompt) for r in admitted)
             try:
-                request.make_choices()
-                seqs, reused = self.prefixes.prefill(self._params, prompt, self._version)
-            except Exception as e:  # noqa: BLE001 - this request failed (too big?); not the batch
-                logger.exception("engine: admitting %s failed", request.handle.request_id)
-                request.handle._finish(None, f"admission failed: {type(e).__name__}: {e}")
-                continue
-            self.batch.grow(self.active_rows + request.handle.params.n)
-            free = [i for i, c in enumerate(self.batch.choices) if c is None]
-            request.cached_tokens = reused
-            self.stats.prompt_tokens += len(prompt)
-            self.stats.cached_tokens += reused
-            rows = free[:len(request.choices)]
-            self.batch.fit_slots(max(len(prompt) + self.chunk_steps, seqs.state.cache.slots))
-            try:
-                self.batch.insert(seqs, [0] * len(rows), rows)
+                self.batch.place(seqs, [i for i, r in zip(prompt_rows, admitted) for _ in r.choices],
+                                 [c for r in admitted for c in r.choices],
+                                 longest + self.chunk_steps)
             except Exception as e:  # the batch's buffers may be gone: the loop fails them all
-                request.handle._finish(None, f"{type(e).__name__}: {e}")
+                for request in admitted:
+                    request.handle._finish(None, f"{type(e).__name__}: {e}")
                 raise
-            for row, choice in zip(rows, request.choices):
-                self.batch.choices[row] = choice
+            self.stats.prompt_tokens += sum(len(r.handle.prompt) for r in admitted)
+            self.stats.cached_tokens += sum(r.cached_tokens for r in admitted)
 
     def _decode_chunk(self) -> None:
         self.batch.fit_slots(0)
-        x = self.batch.inputs(self.stop_ids)
+        with self._lock:
+            head = self._queue[0].handle.params.n if self._queue else 0
+        wanted = rows_wanted(head, self.active_rows, self.max_batch, len(self.batch.choices),
+                             self.batching == "static")
+        x = self.batch.inputs(self.stop_ids, wanted)
         self.batch.state, tokens, logprobs, top_ids, top_lps, count, stopped = self._decode(
             self._params, self.batch.state, *map(jnp.asarray, x[:-1]), self.batch.constraint(),
             num_steps=self.chunk_steps, num_top=x.num_top)
         tokens, logprobs, top_ids, top_lps, count, stopped = jax.device_get(
             (tokens, logprobs, top_ids, top_lps, count, stopped))
         self.stats.chunks += 1
-        self.stats.row_steps += len(self.batch.live) * int(count.max(initial=0))
+        self.stats.row_steps += len(self.batch.choices) * int(count.max(initial=0))
         self.token_rate.record(int(count.sum()))
         now = time.monotonic()
         for row, choice in self.batch.live:

@@ -2,6 +2,7 @@
 as cached), kept in an LRU under a token budget. A new prompt sharing at least `min_tokens` with
 one of them copies that cached row and prefills only the rest (exact up to float rounding), so a
 multi-turn client (tool results appended to the previous reply) re-encodes only what is new.
+Prompts admitted together are prefilled in one batched call, each row from its own prefix.
 
 Every entry is tagged with the weight version that computed it and serves only requests of that
 version: a weight update drops the older entries (`drop_older`), so a cached prefix of old
@@ -22,7 +23,7 @@ import numpy as np
 from flax import nnx
 
 from seetjax.sampling.sampler import Sampler, SequenceBatch
-from seetjax.serving.decode import truncate_to
+from seetjax.serving.decode import insert_rows, truncate_to
 
 
 class PrefixCache:
@@ -35,13 +36,42 @@ class PrefixCache:
         self._entries: collections.OrderedDict[
             tuple[int, ...], tuple[np.ndarray, SequenceBatch, int]] = collections.OrderedDict()
         self._truncate = jax.jit(truncate_to, donate_argnums=(0,))
+        self._insert = jax.jit(insert_rows, donate_argnums=(0,))
+        self.jits = (self._truncate, self._insert)
 
-    def prefill(self, params: nnx.State, prompt: list[int], version: int
-                ) -> tuple[SequenceBatch, int]:
-        """The prompt's cached row under `params` (of weight `version`), reusing the longest
-        cached prefix of that version; returns (row, reused)."""
+    def prefill(self, params: nnx.State, prompts: Sequence[Sequence[int]], version: int
+                ) -> tuple[SequenceBatch, list[int], list[int]]:
+        """The prompts' cached rows under `params` (of weight `version`) in one batched
+        `extend`: each row starts from the longest cached prefix of that version and computes
+        only the rest; identical prompts share a row. Returns (the rows, each prompt's row,
+        the tokens each prompt reused: all of them for a repeat of an earlier prompt)."""
+        unique = list(dict.fromkeys(tuple(p) for p in prompts))
+        hits = [self._longest(np.asarray(p, np.int32), version) for p in unique]
+        reused = [n for n, _ in hits]
+        seqs = self.sampler.empty(len(unique), max(reused))
+        state = seqs.state
+        for i, (_, cached) in enumerate(hits):
+            if cached is not None:  # copied: extend consumes its input, the entry stays
+                state = self._insert(state, cached.state, jnp.zeros((1,), jnp.int32),
+                                     jnp.full((1,), i, jnp.int32))
+        lengths = np.zeros((state.logits.shape[0],), np.int32)
+        lengths[:len(reused)] = reused
+        state = self._truncate(state, jnp.asarray(lengths))
+        seqs = self.sampler.extend(params, SequenceBatch(state, len(unique)),
+                                   [list(p[n:]) for p, n in zip(unique, reused)])
+        for i, prompt in enumerate(unique if self.max_tokens > 0 else ()):
+            self.remember(prompt, seqs if len(unique) == 1 else self.sampler.select(seqs, [i]),
+                          version)
+        row = {p: i for i, p in enumerate(unique)}
+        rows = [row[tuple(p)] for p in prompts]
+        first = {r: i for i, r in reversed(list(enumerate(rows)))}
+        return seqs, rows, [reused[r] if first[r] == i else len(prompts[i])
+                            for i, r in enumerate(rows)]
+
+    def _longest(self, query: np.ndarray, version: int) -> tuple[int, SequenceBatch | None]:
+        """(tokens reused, the cached row) of the longest cached prefix of `query` of weight
+        `version` (at least `min_tokens`), or (0, None); the entry becomes the most recent."""
         best, best_key = 0, None
-        query = np.asarray(prompt, np.int32)
         for key, (tokens, _, tag) in self._entries.items():
             m = min(len(tokens), len(query) - 1)  # at least one token left to compute logits
             if m <= best or tag != version:
@@ -50,18 +80,10 @@ class PrefixCache:
             common = m if same.all() else int(same.argmin())
             if common > best:
                 best, best_key = common, key
-        if best_key is not None and best >= self.min_tokens:
-            self._entries.move_to_end(best_key)
-            cached = self._entries[best_key][1]
-            copy = self.sampler.select(cached, [0])  # extend consumes its input: keep the entry
-            copy = SequenceBatch(self._truncate(copy.state, jnp.int32(best)), 1)
-            seqs = self.sampler.extend(params, copy, [prompt[best:]])
-            reused = best
-        else:
-            seqs = self.sampler.prefill(params, [prompt])
-            reused = 0
-        self.remember(prompt, seqs, version)
-        return seqs, reused
+        if best_key is None or best < self.min_tokens:
+            return 0, None
+        self._entries.move_to_end(best_key)
+        return best, self._entries[best_key][1]
 
     def remember(self, tokens: Sequence[int], seqs: SequenceBatch, version: int) -> None:
         """Keeps a cached row, computed under weight `version`, for prefix reuse (LRU under the

@@ -22,8 +22,9 @@ from seetjax.serving.token_fsm import stack_tables
 
 
 class ChunkInputs(NamedTuple):
-    """The per-row arrays of one decode chunk ([rows] each; stops [rows, stop ids]); num_top:
-    how many top log-probs the chunk computes (static)."""
+    """The per-row arrays of one decode chunk ([rows] each; stops [rows, stop ids]); wanted: the
+    rows whose end ends the chunk (a scalar); num_top: how many top log-probs the chunk
+    computes (static)."""
 
     keys: np.ndarray
     generated: np.ndarray
@@ -32,6 +33,7 @@ class ChunkInputs(NamedTuple):
     temperature: np.ndarray
     top_p: np.ndarray
     top_k: np.ndarray
+    wanted: np.ndarray
     num_top: int
 
 
@@ -48,6 +50,7 @@ class RowBatch:
         self._take_row = jax.jit(take_row)
         self._take_rows = jax.jit(take_rows)
         self._pad_rows = jax.jit(pad_rows, static_argnums=(1,))
+        self.jits = (self._resize, self._insert, self._take_row, self._take_rows, self._pad_rows)
         # The constrained rows' stacked automata on the device: (their ids, offsets, table).
         self._tables: tuple[tuple[int, ...], dict[int, int], jax.Array, list] | None = None
         self.clear()
@@ -98,10 +101,22 @@ class RowBatch:
         if target > slots or target * 2 <= slots:
             self.state = self._resize(self.state, target)
 
+    def place(self, seqs: SequenceBatch, src: Sequence[int], choices: Sequence[ChoiceState],
+              slots: int) -> None:
+        """Copies row src[i] of `seqs` into a free row for `choices[i]` (the batch grown, and its
+        cache to at least `slots` slots)."""
+        self.grow(self.active + len(src))
+        rows = [i for i, c in enumerate(self.choices) if c is None][:len(src)]
+        self.fit_slots(max(slots, seqs.state.cache.slots))
+        self.insert(seqs, src, rows)
+        for row, choice in zip(rows, choices):
+            self.choices[row] = choice
+
     def insert(self, seqs: SequenceBatch, src: Sequence[int], rows: Sequence[int]) -> None:
         """Copies the cached rows `src[i]` of `seqs` into rows `rows[i]` (the batch's slots must
-        hold them: `fit_slots` first)."""
-        k = bucket(len(rows))
+        hold them: `fit_slots` first). The index arrays span the held rows (padded), so the
+        copy compiles once per batch shape, not per number of rows copied."""
+        k = self.state.logits.shape[0]
         source = np.zeros((k,), np.int32)
         source[:len(src)] = src
         dst = np.full((k,), self.state.logits.shape[0], np.int32)  # out of range: dropped
@@ -123,9 +138,10 @@ class RowBatch:
         self.fit_slots(seqs.state.cache.slots)
         self.insert(seqs, range(len(live)), [row for row, _ in live])
 
-    def inputs(self, stop_ids: Sequence[int]) -> ChunkInputs:
+    def inputs(self, stop_ids: Sequence[int], wanted: int) -> ChunkInputs:
         """The next chunk's per-row inputs: each live row's key, tokens so far, budget (at most
-        a chunk, within its max_tokens), settings and stop ids (none with ignore_eos)."""
+        a chunk, within its max_tokens), settings and stop ids (none with ignore_eos); the chunk
+        ends once `wanted` rows have ended."""
         padded = self.state.logits.shape[0]
         keys = np.zeros((padded, 2), np.uint32)
         generated = np.zeros((padded,), np.int32)
@@ -146,7 +162,7 @@ class RowBatch:
                 stops[row] = stop_ids
         # top_logprobs compiles one variant for all k > 0 (OpenAI's bound), not one per k.
         return ChunkInputs(keys, generated, budget, stops, temperature, top_p, top_k,
-                           MAX_TOP_LOGPROBS if num_top else 0)
+                           np.int32(wanted), MAX_TOP_LOGPROBS if num_top else 0)
 
     def constraint(self) -> tuple[jax.Array, jax.Array] | None:
         """The decode chunk's (table, row states) for the constrained rows, None when there are

@@ -1,0 +1,98 @@
+"""Admission: queued requests into the engine's free rows, prefilled together.
+
+Between decode chunks the engine takes every queued request whose choices fit the free rows
+(first come, first served: a request that does not fit holds back those behind it) and prefills
+their prompts in one batched call of the sampler's `extend` (`PrefixCache.prefill`: each row
+from its own cached prefix; a rollout group's identical prompts share one row). The call's
+shapes are bucketed as the sampler's are (rows and chunk lengths to powers of two, the cache's
+slots to powers of two), so the programs compiled stay few however requests mix. A rollout's
+episodes finish their environment turns at about the same time: prefilled one by one, each
+paid a call of its own (issue 43's profile).
+
+While a request waits for rows, the decode chunk ends as soon as enough of its rows end for
+it to fit (`rows_wanted`), not at the chunk's slowest row.
+
+If the batched prefill fails, each request is prefilled alone, so only a request that fails
+alone fails (a prompt too big for the device, say) and the others are admitted.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from flax import nnx
+
+from seetjax.sampling.sampler import SequenceBatch
+from seetjax.serving.prefix_cache import PrefixCache
+from seetjax.serving.requests import RequestState
+
+logger = logging.getLogger(__name__)
+
+
+class Prefilled(NamedTuple):
+    """Prompt rows ready to copy into the batch: row rows[i] of `seqs` is `requests[i]`'s
+    prompt."""
+
+    seqs: SequenceBatch
+    rows: list[int]
+    requests: list[RequestState]
+
+
+def take_fitting(queue: collections.deque[RequestState], free: int) -> list[RequestState]:
+    """Pops queued requests, in order, while their choices fit `free` rows (lock held)."""
+    taken = []
+    while queue and queue[0].handle.params.n <= free:
+        request = queue.popleft()
+        free -= request.handle.params.n
+        taken.append(request)
+    return taken
+
+
+def rows_wanted(head: int, active: int, max_batch: int, held: int, static: bool) -> int:
+    """How many rows must end for the queue's head (`head` choices; 0: none waiting) to fit
+    (it did not at admission): the decode chunk ends early then. None waiting, or a static
+    batch: more than the `held` rows, so the chunk runs its steps."""
+    if not head or static:
+        return held + 1
+    return max(1, active + head - max_batch)
+
+
+def prefill_requests(prefixes: PrefixCache, params: nnx.State, version: int,
+                     requests: Sequence[RequestState]) -> list[Prefilled]:
+    """The requests' choices and prompt rows, one batched prefill (module docstring); a
+    request that fails alone gets an ErrorEvent and is left out."""
+    ready = []
+    for request in requests:
+        try:
+            request.make_choices()
+        except Exception as e:  # noqa: BLE001 - a setting the dtypes cannot hold: this one fails
+            _fail(request, e)
+        else:
+            ready.append(request)
+    return _prefill(prefixes, params, version, ready) if ready else []
+
+
+def _fail(request: RequestState, error: Exception) -> None:
+    logger.error("engine: admitting %s failed: %s: %s", request.handle.request_id,
+                 type(error).__name__, error)
+    request.handle._finish(None, f"admission failed: {type(error).__name__}: {error}")
+
+
+def _prefill(prefixes: PrefixCache, params: nnx.State, version: int,
+             requests: list[RequestState]) -> list[Prefilled]:
+    try:
+        seqs, rows, reused = prefixes.prefill(params, [r.handle.prompt for r in requests],
+                                              version)
+    except Exception as e:  # noqa: BLE001 - retried alone below; a lone failure fails that one
+        if len(requests) == 1:
+            _fail(requests[0], e)
+            return []
+        logger.warning("engine: prefilling %d requests together failed (%s: %s); one by one",
+                       len(requests), type(e).__name__, e)
+        return [p for r in requests for p in _prefill(prefixes, params, version, [r])]
+    for request, n in zip(requests, reused):
+        request.cached_tokens = n
+    return [Prefilled(seqs, rows, list(requests))]
