@@ -33,7 +33,6 @@ programs in `decode.py`, the release of text and stop strings in `release.py`.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import functools
 import logging
 import os
@@ -67,28 +66,9 @@ from seetjax.serving.requests import (
     RequestState,
 )
 from seetjax.serving.rows import RowBatch
-from seetjax.serving.telemetry import Histogram, TokenRate
+from seetjax.serving.telemetry import EngineStats, Histogram, TokenRate
 
 logger = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass
-class EngineStats:
-    """Counters since the engine started."""
-
-    requests: int = 0
-    finished: int = 0
-    cancelled: int = 0
-    rejected: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    completion_tokens: int = 0
-    chunks: int = 0
-    prefills: int = 0  # batched prefill calls admitting requests (several requests each)
-    # Decode steps times the rows held (every held row is computed at every step, free and
-    # padding rows too): 1 - completion_tokens / row_steps is decoding's idle share.
-    row_steps: int = 0
-    busy_s: float = 0.0  # the decode thread's time admitting (prefill) and decoding
 
 
 class Engine:

@@ -1,11 +1,12 @@
-"""What the engine measures for `GET /metrics`: a histogram (time to first token) and a recent
-token rate. Thread-safe enough for one writer (the decode thread) and readers that tolerate a
-value one update old."""
+"""What the engine measures: its counters (`EngineStats`) and, for `GET /metrics`, a histogram
+(time to first token) and a recent token rate. Thread-safe enough for one writer (the decode
+thread) and readers that tolerate a value one update old."""
 
 from __future__ import annotations
 
 import bisect
 import collections
+import dataclasses
 import time
 
 from seetjax.errors import invalid
@@ -55,3 +56,22 @@ class TokenRate:
         now = time.monotonic() if now is None else now
         recent = [n for t, n in list(self._chunks) if t >= now - self.window_s]
         return sum(recent) / self.window_s
+
+
+@dataclasses.dataclass
+class EngineStats:
+    """Counters since the engine started."""
+
+    requests: int = 0
+    finished: int = 0
+    cancelled: int = 0
+    rejected: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    chunks: int = 0
+    prefills: int = 0  # batched prefill calls admitting requests (several requests each)
+    # Decode steps times the rows held (every held row is computed at every step, free and
+    # padding rows too): 1 - completion_tokens / row_steps is decoding's idle share.
+    row_steps: int = 0
+    busy_s: float = 0.0  # the decode thread's time admitting (prefill) and decoding
