@@ -23,9 +23,10 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from seetjax.rollout.episode import Episode
+from seetjax.rollout.result import PlayTimes
 from seetjax.sampling import Completion
 
 
@@ -45,22 +46,6 @@ class ReplyEngine(Protocol):
                done: Callable[[Completion | None, str | None], None]) -> None:
         """Samples one reply of at most `max_tokens` after `tokens`; calls done(completion, None)
         or done(None, error) from the engine's thread."""
-
-
-class EnginePlay(NamedTuple):
-    """Where an engine-driven play's time went (`PlayTimes`' fields). Sampling and the
-    environment overlap now: sampling_s is the engine's time prefilling and decoding during the
-    play, environment_s the wall time during which at least one reply was being handled, so
-    their sum may exceed the play's wall time. policy_calls counts requests (one per reply);
-    row_steps the engine's decode steps times the rows it held (free and padding rows, and rows
-    of other clients of the engine, included: each is computed at every step), so
-    1 - reply_tokens / row_steps is decoding's idle share."""
-
-    sampling_s: float
-    environment_s: float
-    policy_calls: int
-    reply_tokens: int
-    row_steps: int
 
 
 class _Busy:
@@ -161,10 +146,10 @@ class _Play:
 
 
 def play_on_engine(episodes: Sequence[Episode], engine: ReplyEngine,
-                   threads: concurrent.futures.Executor) -> EnginePlay:
+                   threads: concurrent.futures.Executor) -> PlayTimes:
     """Plays every episode to its end through `engine` (the module docstring); raises
     RuntimeError, after the episodes in flight stop being advanced, when the engine fails a
-    request."""
+    request. Where the time went: sampling and the environment overlap now (`PlayTimes`)."""
     play = _Play(episodes, engine, threads)
     engine.reserve(len(episodes))
     busy, row_steps = engine.counters()
@@ -182,5 +167,6 @@ def play_on_engine(episodes: Sequence[Episode], engine: ReplyEngine,
     if play.error:
         raise RuntimeError(f"engine-driven rollout failed: {play.error}")
     now_busy, now_steps = engine.counters()
-    return EnginePlay(now_busy - busy, play.environment.seconds, sum(play.requests),
-                      play.reply_tokens, now_steps - row_steps)
+    return PlayTimes(sampling_s=now_busy - busy, environment_s=play.environment.seconds,
+                     policy_calls=sum(play.requests), reply_tokens=play.reply_tokens,
+                     row_steps=now_steps - row_steps)

@@ -20,10 +20,11 @@ from typing import Any
 from seetjax.envs.base import EpisodeTrace, StepCode, StepResult, ToolEnv
 from seetjax.envs.capabilities import GroundTruth, Hints, ReadsCalls, Rewindable, ScoresEpisodes
 from seetjax.envs.state_keys import state_key as env_state_key
-from seetjax.errors import invalid
+from seetjax.errors import invalid, require_int
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rewards import RewardConfig, assigned_rewards, progress_reward
 from seetjax.rollout.chat import Conversation, cap_observation
+from seetjax.rollout.turn_log import TurnLog
 from seetjax.sampling import Completion
 from seetjax.seet.anchors import state_key
 from seetjax.seet.config import StageConfig
@@ -56,39 +57,11 @@ class EpisodeLimits:
     def __post_init__(self):
         for name in ("max_reply_tokens", "max_turn_tokens", "max_observation_tokens",
                      "max_episode_tokens"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise invalid(self, name, value, "must be an integer >= 1")
+            require_int(self, name, getattr(self, name), 1)
         if self.max_episode_tokens <= self.max_reply_tokens + 2:
             raise invalid(self, "max_episode_tokens", self.max_episode_tokens, "must exceed "
                           f"max_reply_tokens + 2 = {self.max_reply_tokens + 2}: the "
                              "prompt needs room too")
-
-
-@dataclasses.dataclass
-class TurnLog:
-    turn: int
-    state_key: str  # the state before the turn (see seet.anchors)
-    replies: list[StepView] = dataclasses.field(default_factory=list)
-    accepted: list[ToolCall] = dataclasses.field(default_factory=list)  # executed, turn order
-    tokens: int = 0
-    retries: int = 0
-    interceptions: int = 0
-    hints: int = 0
-    passed: bool | None = None  # None until judged
-    checked: bool = False
-
-    @property
-    def failed(self) -> bool:
-        return self.passed is False
-
-    @property
-    def silent(self) -> bool:
-        """Failed without an attempted call: every reply of the turn was well-formed prose.
-        Intercepted and retried attempts count as attempts (the reward's
-        `EpisodeTrace.unattempted_turns` sees only the replies that reached the environment)."""
-        return (self.failed and bool(self.replies)
-                and not any(r.calls or not r.well_formed for r in self.replies))
 
 
 class Episode:

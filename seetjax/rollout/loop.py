@@ -111,7 +111,7 @@ class Rollout:
                 f"'engine' plays with a ReplyEngine (EnginePolicy), 'lockstep' with a Policy; "
                 f"got a {type(policy).__name__}")
         if engine:
-            return PlayTimes(**play_on_engine(episodes, policy, self._threads)._asdict())
+            return play_on_engine(episodes, policy, self._threads)
         times = PlayTimes()
         clock = time.perf_counter()
         policy.start([context(e) for e in episodes])  # the prompt, but for late branches

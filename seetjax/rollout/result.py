@@ -27,8 +27,12 @@ class PlayTimes:
     counterfactual records. Each policy call decodes every row for as many steps as its
     longest reply: `row_steps` counts those row-steps, `reply_tokens` the tokens replies kept,
     so 1 - reply_tokens / row_steps is the share of decoding spent on rows already done, and
-    reply_tokens / sampling_s the rollout's tokens per second. In mode "engine" sampling and the
-    environment overlap, and a policy call is one reply's request (`engine_play.EnginePlay`).
+    reply_tokens / sampling_s the rollout's tokens per second. In mode "engine"
+    (`engine_play.play_on_engine`) sampling and the environment overlap: sampling_s is the
+    engine's time prefilling and decoding, environment_s the wall time during which at least one
+    reply was being handled (their sum may exceed the wall time), a policy call is one reply's
+    request, and row_steps counts every row the engine held at each step (free and padding rows,
+    and other clients' rows, included).
     """
 
     sampling_s: float = 0.0
