@@ -2,8 +2,8 @@
 root, in two calls of 7 minutes each on one H100 (--budget-s, compilation included), which with
 the machine's start fit a session's 15 minutes of device time:
 
-    python3 experiments/benchmarks/gpu_check.py                  # figures (default)
-    python3 experiments/benchmarks/gpu_check.py --parts tests    # the tests, a second call
+    python3 experiments/benchmarks/gpu_check.py                  # the scaled run (default)
+    python3 experiments/benchmarks/gpu_check.py --parts tests    # plan, MFU and tests, a second call
     .venv/bin/python experiments/benchmarks/gpu_check.py --cpu-dry-run --parts all  # here
 
 Each part is a child process under its own time cap (and the budget left), in this order, so a
@@ -12,21 +12,24 @@ hang or a crash in one still leaves the others' figures:
   wheels     pip-installs the carried .whl/*.whl (fetch_gpu_wheels.sh) into /tmp/site
   scale      launch/train.py --config=configs/scale_1_5b.py for 2 RL steps (skipped if absent)
   plan       plan_check.py: the memory plan of configs/scale_1_5b.py against the compiled update,
-             prefill and decode programs at its shapes (lowered from abstract states, not run)
+             prefill and decode programs at its shapes (lowered from abstract states, not run),
+             with the buffers live at each program's peak
   learner    bench_learner.py --preset qwen2.5-1.5b --dtype bfloat16 --no-torch: tokens/s, MFU
+  tests      tests/models (the cuDNN kernel test among them), tests/sampling, tests/learner and
+             the tolerance rules (tests/test_tolerances.py), 8 workers
   anatomy    anatomy.py at the sampler's and learner's settings: what the compiled decode step
              and update move (copies, cache updates in place or not, slots the attention reads,
              top ops by bytes) and the decode step timed apart (argmax, model alone, 4x slots)
   sampler    bench_sampler.py --decode-only: Qwen2.5-1.5B shape, bf16, batch 64, prompt 512,
              128 new; prefill and decode timed apart, decode against the HBM bound
-  tests      tests/models (the cuDNN kernel test among them), tests/sampling, tests/learner and
-             the tolerance rules (tests/test_tolerances.py), 8 workers
 
---parts takes parts or the groups "figures" (wheels, scale, plan, learner), "tests" (wheels,
-anatomy, sampler, tests) and "all". The caps are what the parts took on an H100 (2026-11-27) with room:
-one RL step of the scaled run took 253 s from launch (its first step compiling for 143 s), the
-test packages 125 tests in 150 s of 8 workers (anatomy's and plan's are guesses: not run on a GPU
-yet).
+--parts takes parts or the groups "figures" (wheels, scale), "tests" (wheels, plan, learner,
+tests), "decode" (wheels, anatomy, sampler: after a change to decoding) and "all". The caps are
+what the parts took on an H100 (2026-11-27, two sessions) with room: an RL step of the scaled run
+compiling takes 185-199 s after ~100 s of start and evaluation, so two steps need the first call
+alone; the plan check's prefill and decode compiled in 27 s there (its update never got its
+turn); the test packages ran 172 tests in 267 s of 8 workers without finishing; the anatomy took
+75 s and the decode benchmark 49 s.
 
 One row per part goes to BENCHMARKS.md's "GPU check" table as soon as the part ends (device,
 date, jax version, figures, status); the logs, the figures as JSON and BENCHMARKS.md go to $OUT
@@ -60,17 +63,15 @@ COLUMNS = ["date", "device", "jax", "part", "setting", "figures", "status"]
 SITE = "/tmp/site"  # where the carried wheels go (docs of the device machine)
 TESTS = ["tests/models", "tests/sampling", "tests/learner", "tests/test_tolerances.py"]
 # Per-part caps in seconds on one H100 (first compilations included; twice these on the CPU under
-# --cpu-dry-run); the budget caps them too.
-# anatomy (not yet run on a GPU): four compilations of the decode program, the model's step and
-# the update; its --budget-s starts no section past 70 s, and it writes its JSON after each one.
-# plan (not yet run on a GPU): three compilations at the 1.5B shape, the update's the longest;
-# its JSON is written after each.
-CAPS = {"wheels": 45, "scale": 330, "plan": 150, "learner": 80, "anatomy": 90, "sampler": 80,
-        "tests": 420}
+# --cpu-dry-run); the budget caps them too. The update's plan check has not run on a GPU (its
+# compilation there is guessed from the scaled run's first update, ~90 s with the step's work).
+CAPS = {"wheels": 45, "scale": 400, "plan": 130, "learner": 80, "tests": 420, "anatomy": 90,
+        "sampler": 80}
 # Two calls that fit one session's 15 minutes of device time with the machine's start: the
-# figures that need the 1.5B state first, then the tests (the budget cuts the last part first).
-GROUPS = {"figures": ["wheels", "scale", "plan", "learner"],
-          "tests": ["wheels", "anatomy", "sampler", "tests"], "all": list(CAPS)}
+# scaled run alone, then the plan, the MFU and the tests (the budget cuts the tests first). The
+# decode figures were measured twice alike (2026-11-27): rerun them after a change to decoding.
+GROUPS = {"figures": ["wheels", "scale"], "tests": ["wheels", "plan", "learner", "tests"],
+          "decode": ["wheels", "anatomy", "sampler"], "all": list(CAPS)}
 
 
 def part_commands(dry: bool, workdir: Path) -> dict[str, tuple[list[str], str]]:
@@ -93,9 +94,10 @@ def part_commands(dry: bool, workdir: Path) -> dict[str, tuple[list[str], str]]:
                    "8", "--new", "4", "--rows", "2", "--length", "32", "--repeats", "1",
                    "--budget-s", "100"] if dry else ["--budget-s", "70"]))
     config = "configs/scale_1_5b.py" + (":tiny" if dry else "")
-    # the sampler's programs first: quick, and a suspect for the 1.5B run's peak (docs/scale.md)
+    # the update first: the sampler's programs measured within the plan on an H100 (2026-11-27),
+    # the update's temp is what the scaled run's peak points at (docs/scale.md)
     plan = [py, f"{bench}/plan_check.py", f"--config={config}", "--programs",
-            "prefill,decode,update", "--json", str(workdir / "plan.json")]
+            "update,prefill,decode", "--json", str(workdir / "plan.json")]
     scale = [py, "launch/train.py", f"--config={config}", f"--workdir={workdir / 'scale'}",
              "--config.train.steps=2"]
     return {

@@ -249,3 +249,33 @@ def fusions(module: Module, computation: str | None = None) -> int:
     """Fusion ops in one computation, or in the whole module."""
     names = [computation] if computation else list(module.computations)
     return sum(i.opcode == "fusion" for n in names for i in module.computations[n])
+
+
+_PEAK = re.compile(r"^\s*Live ranges at \d+ \(peak\):\s*$")
+_LIVE = re.compile(r"^\s*([\w.\-]+)\{[\d,]*\}: (\d+) bytes")
+
+
+def peak_buffers(live_range: str, module: Module, top: int = 12) -> dict:
+    """What XLA's buffer assignment holds at the program's peak, from the live-range report it
+    dumps (`*after_optimizations-live-range.txt`, under `xla_dump_to`): the total of the buffers
+    live there and the `top` largest, each with its producer's shape, opcode and op_name (the
+    jax function that made it). {} when the report has no peak section."""
+    lines = live_range.splitlines()
+    start = next((n for n, line in enumerate(lines) if _PEAK.match(line)), None)
+    if start is None:
+        return {}
+    live = []
+    for line in lines[start + 1:]:
+        found = _LIVE.match(line)
+        if not found:
+            break
+        live.append((found.group(1), int(found.group(2))))
+    made = {i.name: i for body in module.computations.values() for i in body}
+    rows = []
+    for name, nbytes in sorted(live, key=lambda x: -x[1])[:top]:
+        producer = made.get(name)
+        rows.append({"name": name, "bytes": nbytes,
+                     "shape": producer.shape.split("{")[0] if producer else "",
+                     "opcode": producer.opcode if producer else "",
+                     "op_name": _op_name(producer) if producer else ""})
+    return {"live_bytes": sum(b for _, b in live), "buffers": len(live), "largest": rows}

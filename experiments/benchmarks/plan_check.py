@@ -11,7 +11,10 @@ batch, a few MB, is).
 
 Prints, per program, each plan term beside `compiled.memory_analysis()`'s argument, output,
 alias and temp bytes, and the update's temp / (gradients + activations): the share of the
-learner phase the plan's transients account for (above 1: XLA holds more than planned).
+learner phase the plan's transients account for (above 1: XLA holds more than planned). Each
+program's JSON also names what is live at its peak (`peak`: the largest buffers, their shapes and
+the jax functions that made them, from XLA's buffer-assignment dump), so a gap between plan and
+program says which term is short.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import argparse
 import json
 import math
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,9 +51,13 @@ from seetjax.rl.config import Plan, build_plan  # noqa: E402
 from seetjax.rl.memory_plan import GiB, MemoryPlan, model_config_of, plan_memory  # noqa: E402
 from seetjax.rl.memory_terms import decode_bytes, prefill_bytes, prefill_chunk  # noqa: E402
 from seetjax.runtime import sharding  # noqa: E402
+from seetjax.runtime.cache import compilation_cache_off  # noqa: E402
 from seetjax.runtime.sharding import mesh_sizes  # noqa: E402
 from seetjax.sampling.next_token import SamplingParams  # noqa: E402
 from seetjax.sampling.sampler import DecodeState, Sampler, bucket  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hlo_anatomy import parse_module, peak_buffers  # noqa: E402
 
 PROGRAMS = ("update", "prefill", "decode")
 _FIELDS = ("argument", "output", "alias", "temp")
@@ -77,6 +85,18 @@ def analysis(compiled: jax.stages.Compiled) -> dict[str, int]:
     return {f: int(getattr(m, f"{f}_size_in_bytes")) for f in _FIELDS}
 
 
+def compile_with_peak(lowered: jax.stages.Lowered) -> tuple[dict[str, int], dict]:
+    """(memory_analysis, `hlo_anatomy.peak_buffers`) of `lowered` compiled with XLA's dumps on
+    (into a temporary folder: the buffers live at the peak come from its live-range report),
+    past the persistent compilation cache, which would serve it without a dump."""
+    with tempfile.TemporaryDirectory() as folder, compilation_cache_off():
+        compiled = lowered.compile({"xla_dump_to": folder, "xla_dump_hlo_as_text": True})
+        reports = sorted(Path(folder).glob("*after_optimizations-live-range.txt"))
+        peak = (peak_buffers(reports[-1].read_text(), parse_module(compiled.as_text()))
+                if reports else {})
+    return analysis(compiled), peak
+
+
 def full_batch(plan: Plan, cfg: ModelConfig, episodes: int, pairs: int) -> TrajectoryBatch:
     """The plan's worst case: `episodes` rows and `pairs` chosen/rejected pairs of
     `plan.row_length` real tokens each, every one but the first a target (so the LM head runs
@@ -100,8 +120,9 @@ def full_batch(plan: Plan, cfg: ModelConfig, episodes: int, pairs: int) -> Traje
 
 
 def check_update(cfg: ModelConfig, plan: Plan, tasks: int, mesh: Mesh
-                 ) -> tuple[dict[str, int], dict[str, int]]:
-    """(memory_analysis of the compiled update, what it ran over) at the plan's batch."""
+                 ) -> tuple[dict[str, int], dict, dict[str, int]]:
+    """(memory_analysis of the compiled update, its peak buffers, what it ran over) at the
+    plan's batch."""
     learner_cfg = plan.learner
     lora = learner_cfg.lora
     model = nnx.eval_shape(lambda: prepare_model(Transformer(cfg, rngs=nnx.Rngs(0)), lora, 0))
@@ -117,9 +138,9 @@ def check_update(cfg: ModelConfig, plan: Plan, tasks: int, mesh: Mesh
     pairs = plan.max_pairs if {t.name for t in learner_cfg.losses} & {"dpo", "counterfactual"} \
         else 0
     batch = learner.place(learner.ready(full_batch(plan, cfg, episodes, pairs)))
-    compiled = learner._step.lower(abstract(shapes, shardings), batch).compile()
+    compiled, peak = compile_with_peak(learner._step.lower(abstract(shapes, shardings), batch))
     seqs = batch.sequences if batch.sequences.packing is None else batch.sequences.packing.rows
-    return analysis(compiled), {"batch_bytes": sum(x.nbytes for x in jax.tree.leaves(batch)),
+    return compiled, peak, {"batch_bytes": sum(x.nbytes for x in jax.tree.leaves(batch)),
                                 "episode_rows": seqs.tokens.shape[0],
                                 "row_width": seqs.tokens.shape[1], "pairs": pairs}
 
@@ -147,30 +168,29 @@ def rows_array(mesh: Mesh, shape: tuple[int, ...], dtype: Any) -> jax.ShapeDtype
 
 
 def check_prefill(cfg: ModelConfig, memory: MemoryPlan, mesh: Mesh
-                  ) -> tuple[dict[str, int], dict[str, int]]:
-    """(memory_analysis, shapes) of a prompt chunk at the plan's rows and slots, the chunk
-    `Sampler._chunk_size` takes there."""
+                  ) -> tuple[dict[str, int], dict, dict[str, int]]:
+    """(memory_analysis, peak buffers, shapes) of a prompt chunk at the plan's rows and slots,
+    the chunk `Sampler._chunk_size` takes there."""
     sampler, params, state, rows, slots = sampler_inputs(cfg, memory, mesh)
     chunk = prefill_chunk(cfg, rows, slots)
     tokens = rows_array(mesh, (rows, chunk), jnp.int32)
     valid = rows_array(mesh, (rows, chunk), jnp.bool_)
-    compiled = sampler._prefill.lower(params, state, tokens, valid).compile()
-    return analysis(compiled), {"rows": rows, "slots": slots, "chunk": chunk}
+    compiled, peak = compile_with_peak(sampler._prefill.lower(params, state, tokens, valid))
+    return compiled, peak, {"rows": rows, "slots": slots, "chunk": chunk}
 
 
 def check_decode(cfg: ModelConfig, plan: Plan, memory: MemoryPlan, mesh: Mesh
-                 ) -> tuple[dict[str, int], dict[str, int]]:
-    """(memory_analysis, shapes) of the decode loop at the plan's rows and slots, for one
-    `rollout.decode_chunk` (else a whole reply) of steps."""
+                 ) -> tuple[dict[str, int], dict, dict[str, int]]:
+    """(memory_analysis, peak buffers, shapes) of the decode loop at the plan's rows and slots,
+    for one `rollout.decode_chunk` (else a whole reply) of steps."""
     sampler, params, state, rows, slots = sampler_inputs(cfg, memory, mesh)
     steps = bucket(plan.rollout.decode_chunk or plan.rollout.limits.max_reply_tokens,
                    sampler.min_steps)
     rng = jax.ShapeDtypeStruct((2,), jnp.uint32)
-    compiled = sampler._decode.lower(
+    compiled, peak = compile_with_peak(sampler._decode.lower(
         params, state, rng, rows_array(mesh, (rows,), jnp.int32),
-        rows_array(mesh, (rows, 1), jnp.int32), sampling=SamplingParams(),
-        num_steps=steps).compile()
-    return analysis(compiled), {"rows": rows, "slots": slots, "steps": steps}
+        rows_array(mesh, (rows, 1), jnp.int32), sampling=SamplingParams(), num_steps=steps))
+    return compiled, peak, {"rows": rows, "slots": slots, "steps": steps}
 
 
 def planned(memory: MemoryPlan, cfg: ModelConfig, program: str, shapes: dict[str, int]) -> dict[str, int]:
@@ -213,12 +233,12 @@ def run_check(config: ml_collections.ConfigDict, programs: tuple[str, ...] = PRO
     for program in programs:
         start = time.perf_counter()
         if program == "update":
-            compiled, shapes = check_update(cfg, plan, tasks, mesh)
+            compiled, peak, shapes = check_update(cfg, plan, tasks, mesh)
         elif program == "prefill":
-            compiled, shapes = check_prefill(cfg, memory, mesh)
+            compiled, peak, shapes = check_prefill(cfg, memory, mesh)
         else:
-            compiled, shapes = check_decode(cfg, plan, memory, mesh)
-        out["programs"][program] = {"compiled": compiled, "shapes": shapes,
+            compiled, peak, shapes = check_decode(cfg, plan, memory, mesh)
+        out["programs"][program] = {"compiled": compiled, "shapes": shapes, "peak": peak,
                                     "planned": planned(memory, cfg, program, shapes),
                                     "compile_s": round(time.perf_counter() - start, 1)}
         if program == "update":
@@ -231,12 +251,17 @@ def run_check(config: ml_collections.ConfigDict, programs: tuple[str, ...] = PRO
 
 
 def headline(result: dict[str, Any]) -> str:
-    """'update temp X GiB vs planned Y (gradients+activations); prefill ...; decode ...'."""
+    """'update temp X GiB vs planned Y (gradients+activations), peak: the 3 largest buffers;
+    prefill ...; decode ...'."""
     parts = []
     for program, r in result["programs"].items():
         what = "gradients+activations" if program == "update" else "work"
+        largest = ", ".join(f"{b['shape']} {b['bytes'] / GiB:.2f}"
+                            for b in r["peak"].get("largest", [])[:3])
         parts.append(f"{program} temp {r['compiled']['temp'] / GiB:.2f} GiB vs planned "
-                     f"{r['planned']['temp'] / GiB:.2f} ({what})")
+                     f"{r['planned']['temp'] / GiB:.2f} ({what})"
+                     + (f", peak {r['peak']['live_bytes'] / GiB:.2f} GiB live: {largest}"
+                        if largest else ""))
     return "; ".join(parts)
 
 

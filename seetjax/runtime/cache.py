@@ -9,16 +9,18 @@ launch of `make demo` after the first.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import jax
+from jax.experimental.compilation_cache import compilation_cache as cc
 
 # Programs that compile faster than this are not worth a disk round trip.
 MIN_COMPILE_SECONDS = 0.2
@@ -42,6 +44,21 @@ def enable_compilation_cache(directory: str | os.PathLike | None = None) -> Path
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     return path
+
+
+@contextlib.contextmanager
+def compilation_cache_off() -> Iterator[None]:
+    """Compiles inside skip JAX's persistent cache (neither read nor written), for what needs
+    XLA to run: its dumps (`xla_dump_to`) are written only by a compilation, and a program the
+    cache serves leaves none."""
+    was = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    cc.reset_cache()  # JAX decides once per process whether the cache is used; ask again
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", was)
+        cc.reset_cache()
 
 
 def cached_directory(prefix: str, key: Any, build: Callable[[Path], Any],

@@ -86,3 +86,27 @@ def test_the_update_writes_its_state_in_place(anatomy):
     assert state > 0
     copied = sum(u[part]["copies"]["bytes"] for part in ("entry", "loop_body") if part in u)
     assert copied < 0.01 * state, (copied, state)
+
+
+def test_peak_buffers_name_what_is_live_at_the_peak(hlo, tmp_path):
+    """A program whose peak holds a 1 MiB array it made (returned, so XLA cannot fuse it away)
+    beside its 1 MiB input: the live-range report XLA dumps names both, with their shapes, and
+    the made one with the jax op that made it."""
+    def f(x):
+        big = jnp.exp(x @ x)  # 512 x 512 f32
+        return big, big.sum()
+
+    x = jnp.ones((512, 512))
+    compiled = jax.jit(f).lower(x).compile({"xla_dump_to": str(tmp_path),
+                                            "xla_dump_hlo_as_text": True})
+    report = sorted(tmp_path.glob("*after_optimizations-live-range.txt"))[-1].read_text()
+    peak = hlo.peak_buffers(report, hlo.parse_module(compiled.as_text()))
+    two = [(b["shape"], b["bytes"], b["opcode"]) for b in peak["largest"][:2]]
+    assert sorted(two, key=lambda b: b[2] == "parameter") == [
+        ("f32[512,512]", 512 * 512 * 4, "fusion"), ("f32[512,512]", 512 * 512 * 4, "parameter")]
+    made = next(b for b in peak["largest"] if b["opcode"] == "fusion")
+    assert made["op_name"].rsplit("/", 1)[-1] in ("exp", "dot_general"), made
+    assert peak["live_bytes"] >= 2 * 512 * 512 * 4
+    assert [b["bytes"] for b in peak["largest"]] == sorted(
+        (b["bytes"] for b in peak["largest"]), reverse=True)
+    assert hlo.peak_buffers("HloLiveRange (max 3):\n", hlo.parse_module(compiled.as_text())) == {}

@@ -1,7 +1,7 @@
 """experiments/benchmarks/plan_check.py: the update, prefill and decode programs compiled from
 abstract states at the plan's shapes report the plan's figures, within the tolerances of
-tests/rl/test_memory_plan.py, at that test's run over configs/scale_1_5b.py:tiny's model; a bad
---programs is refused before anything compiles."""
+tests/rl/test_memory_plan.py, at that test's run over configs/scale_1_5b.py:tiny's model, and
+name the buffers live at their peaks; a bad --programs is refused before anything compiles."""
 
 import subprocess
 import sys
@@ -47,7 +47,15 @@ def test_compiled_figures_match_the_plan(check):
                                          + update["planned"]["activations"])
     assert update["temp_over_planned"] == pytest.approx(
         update["compiled"]["temp"] / update["planned"]["temp"], abs=1e-3)
-    assert result["headline"].startswith("update temp ")
+    # What is live at each program's peak: the update's largest transient is an f32 block of the
+    # LM head's logits (the tiny model's 8,192-token vocabulary), which the plan's ACT_LOGITS
+    # term counts; the live set holds at least the program's temp.
+    largest = update["peak"]["largest"][0]
+    dims = [int(d) for d in largest["shape"].removeprefix("f32[").rstrip("]").split(",")]
+    assert largest["shape"].startswith("f32[") and 8192 in dims, largest
+    for name, program in programs.items():
+        assert program["peak"]["live_bytes"] >= program["compiled"]["temp"], name
+    assert result["headline"].startswith("update temp ") and "peak" in result["headline"]
     table = check.table(result)
     assert "| prefill | temp |" in table and "| decode | alias |" in table
 
