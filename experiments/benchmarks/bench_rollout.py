@@ -174,23 +174,28 @@ def compare(args, plan, model, tokenizer, sampler, tasks, stage, model_dir, thre
     rollouts = {m: Rollout(tokenizer, dataclasses.replace(plan.rollout, mode=m)) for m in modes}
 
     compiled = {m: 0 for m in modes}  # programs compiled during the timed batches
+    by_program: dict[str, int] = {}  # the engine's, by jitted function
 
     def batch(mode: str, i: int):
         policy = (EnginePolicy(engine, plan.sampling, i) if mode == "engine" else
                   SamplerPolicy(sampler, nnx.state(model), plan.sampling, tokenizer.stop_ids,
                                 jax.random.key(i)))
-        programs = engine.compile_count()  # the sampler's included
+        programs = engine.compile_counts()  # the sampler's included
         start = time.perf_counter()
         result = rollouts[mode](tasks[i * args.tasks:(i + 1) * args.tasks], policy, stage,
                                 progress=0.5, step=i, seed=i)
         seconds = time.perf_counter() - start
-        compiled[mode] += engine.compile_count() - programs
+        for name, n in engine.compile_counts().items():
+            compiled[mode] += n - programs[name]
+            if mode == "engine":
+                by_program[name] = by_program.get(name, 0) + n - programs[name]
         return seconds, result
 
     for i in range(args.warmup):
         for mode in modes:
             batch(mode, args.rounds + i if i else 0)  # compiles; not the timed batches' tasks
     compiled.update({m: 0 for m in modes})
+    by_program.clear()
     runs: dict[str, list] = {m: [] for m in modes}
     for i in range(args.rounds):
         for mode in modes if i % 2 == 0 else modes[::-1]:
@@ -208,7 +213,9 @@ def compare(args, plan, model, tokenizer, sampler, tasks, stage, model_dir, thre
           f"{rates['engine'].rate:.2f} ({ratio}); generated tok/s {tokens['lockstep']:,.0f} / "
           f"{tokens['engine']:,.0f}; idle share of decoding {idle['lockstep']:.0%} / "
           f"{idle['engine']:.0%}; programs compiled while timed {compiled['lockstep']} / "
-          f"{compiled['engine']}")
+          f"{compiled['engine']} (engine: "
+          + ", ".join(f"{k} {n}" for k, n in sorted(by_program.items(), key=lambda x: -x[1])
+                      if n) + ")")
     limits = plan.rollout.limits
     setting = (f"{args.config}, {os.path.basename(str(model_dir))} model, {args.tasks} tasks x "
                f"{plan.rollout.group_size} samples, stage 3, T={plan.sampling.temperature}, "

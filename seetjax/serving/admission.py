@@ -61,9 +61,12 @@ def rows_wanted(head: int, active: int, max_batch: int, held: int, static: bool)
 
 
 def prefill_requests(prefixes: PrefixCache, params: nnx.State, version: int,
-                     requests: Sequence[RequestState]) -> list[Prefilled]:
-    """The requests' choices and prompt rows, one batched prefill (module docstring); a
-    request that fails alone gets an ErrorEvent and is left out."""
+                     requests: Sequence[RequestState], slots: int = 0) -> list[Prefilled]:
+    """The requests' choices and prompt rows, one batched prefill (module docstring). With
+    `slots` (a batch pinned for a rollout: `RowBatch.pin`) the prompts are prefilled in a cache
+    of that many slots and not kept for reuse: a rollout's episode never asks its prompt again,
+    its next turn extends its finished conversation, which the engine keeps when its reply
+    ends. A request that fails alone gets an ErrorEvent and is left out."""
     ready = []
     for request in requests:
         try:
@@ -72,7 +75,7 @@ def prefill_requests(prefixes: PrefixCache, params: nnx.State, version: int,
             _fail(request, e)
         else:
             ready.append(request)
-    return _prefill(prefixes, params, version, ready) if ready else []
+    return _prefill(prefixes, params, version, ready, slots) if ready else []
 
 
 def _fail(request: RequestState, error: Exception) -> None:
@@ -82,17 +85,17 @@ def _fail(request: RequestState, error: Exception) -> None:
 
 
 def _prefill(prefixes: PrefixCache, params: nnx.State, version: int,
-             requests: list[RequestState]) -> list[Prefilled]:
+             requests: list[RequestState], slots: int) -> list[Prefilled]:
     try:
         seqs, rows, reused = prefixes.prefill(params, [r.handle.prompt for r in requests],
-                                              version)
+                                              version, slots, remember=not slots)
     except Exception as e:  # noqa: BLE001 - retried alone below; a lone failure fails that one
         if len(requests) == 1:
             _fail(requests[0], e)
             return []
         logger.warning("engine: prefilling %d requests together failed (%s: %s); one by one",
                        len(requests), type(e).__name__, e)
-        return [p for r in requests for p in _prefill(prefixes, params, version, [r])]
+        return [p for r in requests for p in _prefill(prefixes, params, version, [r], slots)]
     for request, n in zip(requests, reused):
         request.cached_tokens = n
     return [Prefilled(seqs, rows, list(requests))]

@@ -170,8 +170,16 @@ class Engine:
 
     def compile_count(self) -> int:
         """Programs compiled so far by the sampler, the decode chunk and the row surgery."""
-        jits = (self._decode, *self.batch.jits, *self.prefixes.jits)
-        return self.sampler.compile_count() + sum(f._cache_size() for f in jits)
+        return sum(self.compile_counts().values())
+
+    def compile_counts(self) -> dict[str, int]:
+        """`compile_count` by jitted function (the sampler's prefill and decode, the decode
+        chunk, the row surgery of the batch and the prefix cache)."""
+        counts = {"sampler": self.sampler.compile_count()}
+        for f in (self._decode, *self.batch.jits, *self.prefixes.jits):
+            name = getattr(f, "__name__", repr(f))
+            counts[name] = counts.get(name, 0) + f._cache_size()
+        return counts
 
     def update_weights(self, params: nnx.State, version: int) -> None:
         """Serves `params`, of weight `version`, from the next decode chunk on (see the module
@@ -192,10 +200,12 @@ class Engine:
 
     def reserve(self, sequences: int) -> None:
         """Room for `sequences` conversations in flight at once (a rollout's episodes): as many
-        queued requests, and as many finished conversations kept for prefix reuse."""
+        queued requests, as many finished conversations kept for prefix reuse, and the batch
+        pinned at as many rows (up to max_batch: `RowBatch.pin`)."""
         with self._lock:
             self.max_queue = max(self.max_queue, int(sequences))
             self.prefixes.keep(sequences)
+            self.batch.pin(min(int(sequences), self.max_batch))
 
     def _apply_update(self) -> None:
         """Swaps in the waiting weights (with the lock held, between chunks)."""
@@ -299,7 +309,7 @@ class Engine:
         for request in requests:
             request.admitted = now
         for seqs, prompt_rows, admitted in prefill_requests(
-                self.prefixes, self._params, self._version, requests):
+                self.prefixes, self._params, self._version, requests, self.batch.slots_wanted):
             self.stats.prefills += 1
             longest = max(len(r.handle.prompt) for r in admitted)
             try:

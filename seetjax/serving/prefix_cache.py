@@ -39,16 +39,18 @@ class PrefixCache:
         self._insert = jax.jit(insert_rows, donate_argnums=(0,))
         self.jits = (self._truncate, self._insert)
 
-    def prefill(self, params: nnx.State, prompts: Sequence[Sequence[int]], version: int
+    def prefill(self, params: nnx.State, prompts: Sequence[Sequence[int]], version: int,
+                slots: int = 0, remember: bool = True
                 ) -> tuple[SequenceBatch, list[int], list[int]]:
         """The prompts' cached rows under `params` (of weight `version`) in one batched
-        `extend`: each row starts from the longest cached prefix of that version and computes
-        only the rest; identical prompts share a row. Returns (the rows, each prompt's row,
+        `extend`, in a cache of at least `slots` slots: each row starts from the longest cached
+        prefix of that version and computes only the rest; identical prompts share a row; with
+        `remember`, each prompt's row is kept for reuse (a copy of it). Returns (the rows, each prompt's row,
         the tokens each prompt reused: all of them for a repeat of an earlier prompt)."""
         unique = list(dict.fromkeys(tuple(p) for p in prompts))
         hits = [self._longest(np.asarray(p, np.int32), version) for p in unique]
         reused = [n for n, _ in hits]
-        seqs = self.sampler.empty(len(unique), max(reused))
+        seqs = self.sampler.empty(len(unique), max(*reused, slots))
         state = seqs.state
         for i, (_, cached) in enumerate(hits):
             if cached is not None:  # copied: extend consumes its input, the entry stays
@@ -59,7 +61,7 @@ class PrefixCache:
         state = self._truncate(state, jnp.asarray(lengths))
         seqs = self.sampler.extend(params, SequenceBatch(state, len(unique)),
                                    [list(p[n:]) for p, n in zip(unique, reused)])
-        for i, prompt in enumerate(unique if self.max_tokens > 0 else ()):
+        for i, prompt in enumerate(unique if self.max_tokens > 0 and remember else ()):
             self.remember(prompt, seqs if len(unique) == 1 else self.sampler.select(seqs, [i]),
                           version)
         row = {p: i for i, p in enumerate(unique)}

@@ -1,8 +1,9 @@
 """The engine's decode batch on the device, row by row: the cache rows (the sampler's
 `DecodeState`), the choice each row decodes, and the bookkeeping between decode chunks. Rows grow
-as requests join and shrink as they leave, the cache's slots follow the longest row, prefilled
-rows are copied in, every row is recomputed under new weights, and the next chunk's per-row
-inputs (settings, stop ids, the constrained rows' automata) are gathered.
+as requests join and shrink as they leave, the cache's slots follow the longest row (pinned for a
+rollout, both keep to a few shapes: `RowBatch.pin`), prefilled rows are copied in, every row is
+recomputed under new weights, and the next chunk's per-row inputs (settings, stop ids, the
+constrained rows' automata) are gathered.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ class ChunkInputs(NamedTuple):
 
 class RowBatch:
     """Rows held on device: a power of two that grows as requests join and shrinks as they
-    leave (each decode step computes every held row, live or not). `choices[row]` is the choice
-    decoding in that row, None for a free row."""
+    leave (each decode step computes every held row, live or not), within a pin's shapes.
+    `choices[row]` is the choice decoding in that row, None for a free row."""
 
     def __init__(self, sampler: Sampler, chunk_steps: int):
         self.sampler, self.chunk_steps = sampler, chunk_steps
@@ -53,6 +54,7 @@ class RowBatch:
         self.jits = (self._resize, self._insert, self._take_row, self._take_rows, self._pad_rows)
         # The constrained rows' stacked automata on the device: (their ids, offsets, table).
         self._tables: tuple[tuple[int, ...], dict[int, int], jax.Array, list] | None = None
+        self.floor, self.pinned = 1, False  # rows held at least, once grown; see `pin`
         self.clear()
 
     def clear(self) -> None:
@@ -69,37 +71,55 @@ class RowBatch:
     def active(self) -> int:
         return sum(c is not None for c in self.choices)
 
+    def pin(self, rows: int) -> None:
+        """From the next growth on, grows to at least `rows` rows (a power of two), shrinks a
+        quarter at a time (`shrink`) and never lets the cache's slots shrink: a rollout, whose
+        episodes come and go all the time, then decodes in a few row and slot shapes, each
+        compiled once (a batch that follows its live rows compiled a program per row count,
+        slot count and inserted shape it met: 52-59 in a rollout's timed batches after one
+        warm-up, issue 43's profile). Takes effect lazily, on the decode thread. Prompts are
+        then prefilled at the batch's slots (`slots_wanted`), so that copying them in
+        compiles per row count only."""
+        self.floor, self.pinned = max(self.floor, bucket(rows)), True
+
     def grow(self, needed: int) -> None:
-        """Holds at least `needed` rows (new rows empty)."""
+        """Holds at least `needed` rows (new rows empty), and the pinned floor."""
         held = len(self.choices)
         if needed <= held:
             return
-        rows = bucket(needed)
+        rows = max(bucket(needed), self.floor)
         self.state = self._pad_rows(self.state, rows)
         self.choices += [None] * (rows - held)
 
     def shrink(self) -> None:
         """Moves the live rows to the front of a smaller batch once at most a quarter of the
         held rows are live (the rest would be computed for nothing at every step); half of the
-        new batch stays free for newcomers."""
+        new batch stays free for newcomers. Pinned, the batch steps down a quarter at a time
+        (the floor, a quarter of it, ...: few shapes) and grows back to the floor."""
         live = [i for i, _ in self.live]
         held = len(self.choices)
         if held == 1 or 4 * len(live) > held:
             return
-        rows = max(1, bucket(2 * len(live)))
+        rows = max(1, held // 4 if self.pinned else bucket(2 * len(live)))
         index = np.zeros((rows,), np.int32)
         index[:len(live)] = live
         self.state = self._take_rows(self.state, jnp.asarray(index))
         self.choices = [self.choices[i] for i in live] + [None] * (rows - len(live))
 
     def fit_slots(self, needed: int) -> None:
-        """Grows the batch's cache to hold `needed` slots per row, or shrinks it when every live
-        row fits in half of it (attention runs over all slots)."""
+        """Grows the batch's cache to hold `needed` slots per row, or, unpinned, shrinks it when
+        every live row fits in half of it (attention runs over all slots)."""
         needed = max([needed] + [c.length + self.chunk_steps for _, c in self.live])
         target = bucket(needed, self.sampler.min_slots)
         slots = self.state.cache.slots
-        if target > slots or target * 2 <= slots:
+        if target > slots or (target * 2 <= slots and not self.pinned):
             self.state = self._resize(self.state, target)
+
+    @property
+    def slots_wanted(self) -> int:
+        """The slots a prompt batch should be prefilled with: the batch's own when pinned (one
+        shape to copy in), else 0 (as few as the prompts need)."""
+        return self.state.cache.slots if self.pinned else 0
 
     def place(self, seqs: SequenceBatch, src: Sequence[int], choices: Sequence[ChoiceState],
               slots: int) -> None:
