@@ -22,9 +22,15 @@ hang or a crash in one still leaves the others' figures:
              top ops by bytes) and the decode step timed apart (argmax, model alone, 4x slots)
   sampler    bench_sampler.py --decode-only: Qwen2.5-1.5B shape, bf16, batch 64, prompt 512,
              128 new; prefill and decode timed apart, decode against the HBM bound
+  graphs     the same under XLA_FLAGS that put the whole decode loop in CUDA graphs (command
+             buffers over while and cond too, from one op): is the step bound by launching
+             its ~390 kernels one by one?
+  merged     the same with XLA's dot merger allowed up to 256 MB (gate and up projections,
+             q/k/v: one matmul each): are the dense layers' small matmuls the loss?
 
 --parts takes parts or the groups "figures" (wheels, scale), "tests" (wheels, plan, learner,
-tests), "decode" (wheels, anatomy, sampler: after a change to decoding) and "all". The caps are
+tests), "decode" (wheels, anatomy, sampler, graphs, merged: the decode step's next questions)
+and "all". The caps are
 what the parts took on an H100 (2026-11-27, two sessions) with room: an RL step of the scaled run
 compiling takes 185-199 s after ~100 s of start and evaluation, so two steps need the first call
 alone; the plan check's prefill and decode compiled in 27 s there (its update never got its
@@ -66,12 +72,16 @@ TESTS = ["tests/models", "tests/sampling", "tests/learner", "tests/test_toleranc
 # --cpu-dry-run); the budget caps them too. The update's plan check has not run on a GPU (its
 # compilation there is guessed from the scaled run's first update, ~90 s with the step's work).
 CAPS = {"wheels": 45, "scale": 400, "plan": 130, "learner": 80, "tests": 420, "anatomy": 90,
-        "sampler": 80}
+        "sampler": 80, "graphs": 80, "merged": 80}
+# The decode variants: bench_sampler under these XLA flags (not yet run on a GPU).
+XLA_VARIANTS = {
+    "graphs": "--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL --xla_gpu_graph_min_graph_size=1",
+    "merged": "--xla_gpu_dot_merger_threshold_mb=256"}
 # Two calls that fit one session's 15 minutes of device time with the machine's start: the
 # scaled run alone, then the plan, the MFU and the tests (the budget cuts the tests first). The
 # decode figures were measured twice alike (2026-11-27): rerun them after a change to decoding.
 GROUPS = {"figures": ["wheels", "scale"], "tests": ["wheels", "plan", "learner", "tests"],
-          "decode": ["wheels", "anatomy", "sampler"], "all": list(CAPS)}
+          "decode": ["wheels", "anatomy", "sampler", *XLA_VARIANTS], "all": list(CAPS)}
 
 
 def part_commands(dry: bool, workdir: Path) -> dict[str, tuple[list[str], str]]:
@@ -105,6 +115,10 @@ def part_commands(dry: bool, workdir: Path) -> dict[str, tuple[list[str], str]]:
                     "--no-cache-dir", "--upgrade", "--target", SITE, *wheels],
                    f"{len(wheels)} wheels from .whl/ into {SITE}"),
         "sampler": (sampler, " ".join(sampler[2:]).replace(str(workdir), "$TMP")),
+        **{name: ([str(workdir / f"{name}.json") if a == str(workdir / "sampler.json") else a
+                   for a in sampler], f"XLA_FLAGS={flags} " + " ".join(sampler[2:]).replace(
+                       str(workdir / "sampler.json"), f"$TMP/{name}.json"))
+           for name, flags in XLA_VARIANTS.items()},
         "learner": (learner, " ".join(learner[2:]).replace(str(workdir), "$TMP")),
         "anatomy": (anatomy, " ".join(anatomy[2:]).replace(str(workdir), "$TMP")),
         "plan": (plan, " ".join(plan[2:]).replace(str(workdir), "$TMP")),
@@ -180,7 +194,7 @@ def figures(name: str, log: Path, workdir: Path) -> str:
     text = log.read_text(errors="replace")
     if name == "tests":
         return pytest_figures(text)
-    if name in ("sampler", "learner") and (workdir / f"{name}.json").exists():
+    if name in ("sampler", "learner", *XLA_VARIANTS) and (workdir / f"{name}.json").exists():
         r = json.loads((workdir / f"{name}.json").read_text())
         if name == "learner":
             return (f"{r['tokens_per_s']:,.0f} tok/s, MFU {r['mfu_text']}; first update "
@@ -272,6 +286,9 @@ def main() -> None:
         skip = skip_reason(name, dry, left, args.budget_s)
         # pytest's workers share the GPU: each allocates as it needs, not 75% of it up front.
         part_env = dict(env, XLA_PYTHON_CLIENT_PREALLOCATE="false") if name == "tests" else env
+        if name in XLA_VARIANTS and not dry:  # GPU flags: the CPU's XLA would not take them
+            part_env = dict(env, XLA_FLAGS=" ".join(filter(None, [env.get("XLA_FLAGS"),
+                                                                 XLA_VARIANTS[name]])))
         cap = CAPS[name] * (2 if dry else 1)
         status = f"skipped: {skip}" if skip else run(command, log, part_env, min(cap, left))
         seconds = time.monotonic() - began

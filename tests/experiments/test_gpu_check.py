@@ -33,7 +33,8 @@ def test_a_hung_part_is_killed_with_its_children_at_its_cap(check, tmp_path):
 def test_parts_and_groups(check):
     assert check.expand_parts("figures") == ["wheels", "scale"]
     assert check.expand_parts("tests,wheels") == ["wheels", "plan", "learner", "tests"]
-    assert check.expand_parts("decode,sampler") == ["wheels", "anatomy", "sampler"]
+    assert check.expand_parts("decode,sampler") == ["wheels", "anatomy", "sampler", "graphs",
+                                                    "merged"]
     assert check.expand_parts("tests")[-1] == "tests"  # the budget cuts the last part first
     assert check.expand_parts("all") == list(check.CAPS)
     with pytest.raises(ValueError, match="unknown \\['tests-gpu'\\]"):
@@ -122,3 +123,13 @@ def test_dry_run_writes_a_row_per_part_and_copies_the_files_out(tmp_path):
     assert summary["parts"]["sampler"]["status"] == "ok"
     assert sorted(p.name for p in out.iterdir()) == ["BENCHMARKS.md", "gpu_check.json",
                                                      "sampler.log"]
+
+
+def test_the_decode_variants_are_the_sampler_bench_under_their_xla_flags(check, tmp_path):
+    commands = check.part_commands(False, tmp_path)
+    sampler, _ = commands["sampler"]
+    for name, flags in check.XLA_VARIANTS.items():
+        command, setting = commands[name]
+        assert command == [str(tmp_path / f"{name}.json") if a.endswith("sampler.json") else a
+                           for a in sampler]
+        assert setting.startswith(f"XLA_FLAGS={flags} ") and f"$TMP/{name}.json" in setting
