@@ -46,3 +46,18 @@ def test_bad_sources_and_knobs_are_named():
         task_source("generated", api_classes="GorillaFileSystem,Nope")
     with pytest.raises(ValueError, match=r"Difficulty.turns=\(3, 2\): must be"):
         task_source("generated", min_turns=3, max_turns=2)
+
+
+def test_the_hard_testbed_makes_its_tasks():
+    """configs/testbed_hard.py's tier (copy-free, two classes, two to three turns) has a plan for
+    every task the run and its evaluation draw (a tier with too few requests that name no value
+    fails here, naming the classes), each with two or more user turns, some over two classes."""
+    from tests.configlib import config_with
+    data = config_with("testbed_hard", {}).data
+    source = task_source(data.source, **data.generated)
+    categories = data.categories.split(",")
+    for split, count in (("train", data.tasks_per_category), ("test", 32)):
+        tasks = source.load(split, categories, count)
+        assert len(tasks) == count * len(categories)
+        assert all(len(t.turns) >= 2 for t in tasks)
+        assert any(len(t.involved_classes) >= 2 for t in tasks)  # "at most two": some do
