@@ -45,8 +45,9 @@ class PrefixCache:
         """The prompts' cached rows under `params` (of weight `version`) in one batched
         `extend`, in a cache of at least `slots` slots: each row starts from the longest cached
         prefix of that version and computes only the rest; identical prompts share a row; with
-        `remember`, each prompt's row is kept for reuse (a copy of it). Returns (the rows, each prompt's row,
-        the tokens each prompt reused: all of them for a repeat of an earlier prompt)."""
+        `remember`, each prompt's row is kept for reuse (a copy of it). Returns (the rows, each
+        prompt's row, the tokens each prompt reused: all of them for a repeat of an earlier
+        prompt)."""
         unique = list(dict.fromkeys(tuple(p) for p in prompts))
         hits = [self._longest(np.asarray(p, np.int32), version) for p in unique]
         reused = [n for n, _ in hits]

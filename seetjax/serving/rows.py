@@ -76,7 +76,7 @@ class RowBatch:
         quarter at a time (`shrink`) and never lets the cache's slots shrink: a rollout, whose
         episodes come and go all the time, then decodes in a few row and slot shapes, each
         compiled once (a batch that follows its live rows compiled a program per row count,
-        slot count and inserted shape it met: 52-59 in a rollout's timed batches after one
+        slot count and inserted shape it met: 52-69 in a rollout's timed batches after one
         warm-up, issue 43's profile). Takes effect lazily, on the decode thread. Prompts are
         then prefilled at the batch's slots (`slots_wanted`), so that copying them in
         compiles per row count only."""
