@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import jax
@@ -115,7 +116,15 @@ def test_requests_are_retried_after_429(server, engine, tokenizer):
         threading.Event().wait(0.01)
     handles += [engine.submit(prompt, filler) for _ in range(engine.max_queue)]
     rejected = engine.stats.rejected
-    drain = threading.Timer(0.5, lambda: [h.cancel() for h in handles])
+
+    def drain_after_a_refusal():  # not on a timer: a loaded machine may ask after it fired
+        deadline = time.monotonic() + 60
+        while engine.stats.rejected == rejected and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for h in handles:
+            h.cancel()
+
+    drain = threading.Thread(target=drain_after_a_refusal)
     drain.start()
     try:
         policy = EndpointPolicy(EndpointConfig(url=server.url, model=MODEL_NAME, max_retries=4),
