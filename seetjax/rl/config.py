@@ -25,6 +25,7 @@ from seetjax.learner.config import LearnerConfig, learner_config
 from seetjax.models.hf import LOAD_FIELDS
 from seetjax.rewards import AgentRewardConfig, RewardConfig, ShapingConfig
 from seetjax.rl.alarms import AlarmConfig
+from seetjax.rl.schedule import ScheduleConfig
 from seetjax.rl.start_model import model_options
 from seetjax.rollout.branching import BranchConfig
 from seetjax.rollout.episode import EpisodeLimits
@@ -110,9 +111,13 @@ def default_config() -> ml_collections.ConfigDict:
     c.limits = ml_collections.ConfigDict(dict(  # EpisodeLimits, in tokens
         max_reply_tokens=256, max_turn_tokens=1024, max_observation_tokens=1024,
         max_episode_tokens=8192))
-    # mode "engine": rollouts through one serving engine for the run (docs/configs.md)
+    # mode "engine": rollouts through one serving engine for the run (docs/configs.md);
+    # schedule "async": the next steps' rollouts play during the update, their tokens at most
+    # max_staleness weight versions old, on the first sampler_devices devices (0: all; the rest
+    # learn) (seetjax.rl.schedule.ScheduleConfig; docs/rollout.md#asynchronous-rl)
     c.rollout = ml_collections.ConfigDict(dict(group_size=8, num_threads=8, decode_chunk=16,
-                                               mode="lockstep"))
+                                               mode="lockstep", schedule="sync", max_staleness=1,
+                                               sampler_devices=0))
     # Branching rollouts (seetjax.rollout.branching.BranchConfig; docs/rollout.md#branching): off
     # with points="none"; training rollouts only, evaluations never branch.
     c.rollout.branch = ml_collections.ConfigDict(dataclasses.asdict(BranchConfig()))
@@ -176,6 +181,7 @@ class Plan:
     max_pairs: int  # counterfactual pairs per process per step (0: none)
     multi_agent: MultiAgentConfig | None = None  # None: single-agent rollouts
     alarms: AlarmConfig = AlarmConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
 
     @property
     def row_length(self) -> int:
@@ -208,8 +214,9 @@ def parse_eval_splits(splits: str, per_category: int) -> dict[str, int]:
     return counts
 
 
-# The fields where an infinity means something: -inf, no floor.
-INFINITE_FIELDS = ("reward.shaping.turn_penalty_floor",)
+# The fields where an infinity means something: -inf, no floor; an infinite cap, none
+# (tis_cap=inf: AReaL's decoupled objective).
+INFINITE_FIELDS = ("reward.shaping.turn_penalty_floor", "learner.loss.tis_cap")
 
 
 def build_plan(config: ml_collections.ConfigDict) -> Plan:
@@ -230,6 +237,7 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
 
     learner = checked_field("learner", lambda: learner_config(config.learner.to_dict()))
     limits = as_dataclass(EpisodeLimits, config.limits.to_dict(), "limits")
+    schedule = _schedule(config, learner)
     rollout = _rollout(config, env, limits, learner)
     if rollout.reward.kind == "env" and not spec.scores_episodes:
         raise invalid("config.reward", "kind", "env", f"environment {spec.name!r} does not score "
@@ -261,13 +269,37 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
         raise invalid("config.rollout", "group_size", rollout.group_size, f"{learner.advantage} "
                       "advantages need at least 2 samples per task")
     multi_agent = _multi_agent(config, spec.name, rollout)  # before the SFT data that reads it
+    if schedule.schedule == "async":
+        for wrong, why in ((multi_agent is not None, "multi_agent.enabled: teams play in lock "
+                            "step, one step at a time"),
+                           (rollout.mode != "lockstep", f"rollout.mode={rollout.mode!r}: the "
+                            "engine holds one weight version; use mode 'lockstep'")):
+            if wrong:
+                raise invalid("config.rollout", "schedule", "async", f"not with {why}")
     if config.sft.enabled:
         from seetjax.sft.config import validate as validate_sft  # the SFT data side: only when used
         checked_field("sft.run", lambda: validate_sft(config.sft.run))
     alarms = as_dataclass(AlarmConfig, config.alarms.to_dict() if "alarms" in config else {},
                           "alarms")  # absent (configs saved before the section): the defaults
     return Plan(stages, transitions, learner, rollout, sampling, eval_rollout, eval_splits,
-                eval_decodings, seet, max_pairs, multi_agent, alarms)
+                eval_decodings, seet, max_pairs, multi_agent, alarms, schedule)
+
+
+def _schedule(config: ml_collections.ConfigDict, learner: LearnerConfig) -> ScheduleConfig:
+    """`config.rollout`'s schedule fields (absent in configs saved before them: "sync"). An
+    asynchronous policy-gradient run trains on tokens older than the weights it updates: its
+    importance ratio must be taken against the behaviour log-probs each token recorded, by way
+    of the learner's own log-probs under the pre-update weights (the decoupled objective)."""
+    fields = {k: config.rollout[k] for k in ("schedule", "max_staleness", "sampler_devices")
+              if k in config.rollout}
+    schedule = as_dataclass(ScheduleConfig, fields, "rollout")
+    schedule.check(learner.mini_batches)
+    policy = learner.term("policy_gradient")
+    if schedule.schedule == "async" and policy is not None and policy.config.tis_cap is None:
+        raise invalid("config.learner.loss", "tis_cap", None, "with rollout.schedule='async' "
+                      "the importance weight pi_proximal / pi_behaviour of each stale token needs "
+                      "a cap: a number >= 1 (truncated IS) or inf (AReaL's decoupled PPO)")
+    return schedule
 
 
 def _rollout(config: ml_collections.ConfigDict, env: Any, limits: EpisodeLimits,
@@ -275,7 +307,8 @@ def _rollout(config: ml_collections.ConfigDict, env: Any, limits: EpisodeLimits,
     """`config.rollout` with its `branch` section (absent in configs saved before it: off).
     GiGPO's step groups need an environment that says what its state is (`KeyedState`): on any
     other every step key is -1, and GiGPO would silently be GRPO."""
-    values = config.rollout.to_dict()
+    values = {k: v for k, v in config.rollout.to_dict().items()
+              if k not in ("schedule", "max_staleness", "sampler_devices")}
     branch = as_dataclass(BranchConfig, values.pop("branch", {}), "rollout.branch")
     rollout = as_dataclass(RolloutConfig, values, "rollout", env=env, limits=limits,
                            reward=reward_of(config), branch=branch)

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 from jax.experimental import multihost_utils
+from jax.sharding import Mesh
 
 from seetjax.batch import TrajectoryBatch
 from seetjax.learner import Learner, TrainState
@@ -39,15 +40,17 @@ class PolicyStates:
     """The run's train states by role: `{SHARED: state}`, or one per role (see the module
     docstring)."""
 
-    def __init__(self, learner: Learner, state: TrainState, roles: Sequence[str] = ()):
+    def __init__(self, learner: Learner, state: TrainState, roles: Sequence[str] = (), *,
+                 sample_mesh: Mesh | None = None):
         self.learner = learner
         self.states = {SHARED: state} if not roles else {
             role: state if i == 0 else jax.tree.map(jnp.copy, state)
             for i, role in enumerate(roles)}
         # Each process samples its own episodes on its own devices (the learner's mesh when
-        # there is one process: then sampler and learner share the parameter arrays).
-        self.sample_mesh = (learner.mesh if jax.process_count() == 1
-                            else sharding.make_mesh(devices=jax.local_devices()))
+        # there is one process: then sampler and learner share the parameter arrays), unless
+        # given devices of their own (`rollout.sampler_devices`).
+        self.sample_mesh = sample_mesh or (learner.mesh if jax.process_count() == 1 else
+                                           sharding.make_mesh(devices=jax.local_devices()))
 
     @property
     def separate(self) -> bool:
@@ -63,10 +66,12 @@ class PolicyStates:
     def sampling_params(self, role: str = EVAL_ROLE) -> nnx.State:
         """`role`'s current parameters where this process samples: the learner's own arrays on
         one process; on several, gathered and placed on the local devices (the weight sync of
-        multi-host RL: its cost grows with the model, not with the batch)."""
+        multi-host RL: its cost grows with the model, not with the batch); on a sampler mesh
+        of its own, copied there."""
         params = self.learner.sampling_params(self.state(role))
         if jax.process_count() == 1:
-            return params
+            return (params if self.sample_mesh is self.learner.mesh
+                    else sharding.shard_state(params, self.sample_mesh))
         host = multihost_utils.process_allgather(params, tiled=True)
         return sharding.shard_state(host, self.sample_mesh)
 

@@ -21,6 +21,7 @@ covers the tasks it sees).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -40,12 +41,21 @@ from seetjax.envs import registry
 from seetjax.errors import invalid
 from seetjax.eval.reports import split_reports
 from seetjax.learner import create_learner
+from seetjax.learner.sharding import mesh_from_config
 from seetjax.learner.update_signal import update_has_signal
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.report.console import say
 from seetjax.report.metrics import MetricsWriter
 from seetjax.report.plots import plot_curves, read_metrics
 from seetjax.rl.alarms import Alarms, call_counts, weight_sync
+from seetjax.rl.async_rollouts import (
+    RolloutPipeline,
+    Snapshot,
+    check_async_devices,
+    split_devices,
+    take_snapshot,
+    trained_result,
+)
 from seetjax.rl.config import build_plan
 from seetjax.rl.evals import RunEvaluations, greedy_policy
 from seetjax.rl.milestones import Milestone, first_per_category
@@ -55,7 +65,7 @@ from seetjax.rl.run_checkpoints import RunCheckpoints
 from seetjax.rl.start_model import start_model
 from seetjax.rl.step_figures import live_gib, step_figures
 from seetjax.rollout.batching import trajectory_batch
-from seetjax.rollout.loop import Rollout
+from seetjax.rollout.loop import Played, Rollout
 from seetjax.rollout.multi_agent import MultiAgentRollout
 from seetjax.rollout.policy import SamplerPolicy
 from seetjax.rollout.preferences import rollout_preferences
@@ -83,10 +93,13 @@ class TrainRun:
                           f"must be a multiple of the {jax.process_count()} processes")
         if self.plan.rollout.mode == "engine":
             _check_engine_mesh(self.plan.learner.mesh)
+        if self.plan.schedule.schedule == "async":
+            check_async_devices(self.plan.schedule)
         self.config, self.workdir = config, workdir_path(workdir)
         self.start_over = start_over  # with every checkpoint damaged: train from step 0
         self.lock = WorkdirLock(self.workdir)  # before writing anything
         self.engine: Engine | None = None  # rollout.mode "engine": the run's one engine
+        self.pipeline: RolloutPipeline | None = None  # rollout.schedule "async": the producer
         if jax.process_index() == 0:  # what `restore_run` and launch/evaluate.py --run read
             (self.workdir / "config.json").write_text(config.to_json_best_effort(indent=2))
 
@@ -98,6 +111,8 @@ class TrainRun:
         finally:
             if self.engine is not None:  # no decode thread outlives the run, error or not
                 self.engine.stop()
+            if self.pipeline is not None:  # nor a rollout thread
+                self.pipeline.close()
             self.lock.release()
 
     def _run(self) -> dict[str, Any]:
@@ -136,6 +151,11 @@ class TrainRun:
         total = self.config.train.steps
         bar = tqdm(range(self.step, total), initial=self.step, total=total, desc="rl",
                    disable=jax.process_index() != 0, dynamic_ncols=True)
+        if self.plan.schedule.schedule == "async":
+            self.pipeline = RolloutPipeline(
+                self._play_ahead, self.step, total, self.plan.schedule.lag(
+                    self.plan.learner.mini_batches), self.config.train.checkpoint_every)
+            self.pipeline.publish(self._snapshot())
         for step in bar:
             if self._budget_spent():  # a resumed run whose budget ran out before train.steps
                 break
@@ -146,6 +166,9 @@ class TrainRun:
                             fmt=f"{metrics['rollout/format_validity']:.2f}",
                             s=f"{metrics['time/rollout_s']:.1f}+{metrics['time/learn_s']:.1f}")
         bar.close()
+        if self.pipeline is not None:  # a rollout of a step past the budget is let finish
+            self.pipeline.close()
+            self.pipeline = None
         with full_disk_reported(f"RL step {self.step}", self.workdir, self.checkpoints.close):
             self.checkpoints.wait()
         final = self._finish((untrained, after_sft), time.perf_counter() - start)
@@ -170,8 +193,11 @@ class TrainRun:
         self.tokenizer = Tokenizer.from_pretrained(model_path)
         model = start_model(model_path, config.model, seed=config.seed,
                             value_head=plan.learner.term("value") is not None)
-        learner, state = create_learner(model, plan.learner, seed=config.seed)
-        self.policies = PolicyStates(learner, state, plan.param_roles)
+        sample, learn = split_devices(plan.schedule.sampler_devices)
+        learner, state = create_learner(model, plan.learner, seed=config.seed, mesh=learn and (
+            mesh_from_config(plan.learner.mesh, learn)))
+        self.policies = PolicyStates(learner, state, plan.param_roles,
+                                     sample_mesh=sample and sharding.make_mesh(devices=sample))
         self.sampler = Sampler(learner.model(state), pad_id=self.tokenizer.pad_id,
                                mesh=self.policies.sample_mesh)
         self.pool = AnchorPool(config.seet.anchors.capacity, config.seet.anchors.max_age or None)
@@ -202,6 +228,9 @@ class TrainRun:
         donated to each update, and an update skipped as non-finite keeps the version."""
         return jax.tree.map(jnp.copy, self.policies.sampling_params())
 
+    def _step_key(self, step: int) -> jax.Array:
+        return jax.random.fold_in(jax.random.key(self.config.seed), step)
+
     def _step_policy(self, step: int, seed: int) -> SamplerPolicy | EnginePolicy:
         """Step `step`'s rollout policy: a `SamplerPolicy` on the learner's current parameters,
         or (mode "engine") the run's engine, given them once the learner's version moved on."""
@@ -210,27 +239,33 @@ class TrainRun:
                 lambda params, key, version: SamplerPolicy(
                     self.sampler, params, self.plan.sampling, self.tokenizer.stop_ids, key,
                     version),
-                jax.random.fold_in(jax.random.key(self.config.seed), step))
+                self._step_key(step))
         version = self.policies.version(SHARED)
         if version != self.engine.weight_version:  # drops the older prefix-cache entries
             self.engine.update_weights(self._engine_params(), version)
         return EnginePolicy(self.engine, self.plan.sampling, seed)
 
     def _rl_step(self, step: int) -> dict[str, float]:
-        stage = self.curriculum.stage
-        tasks = self._tasks_for(step)
-        seed = self.config.seed * 7919 + step * 131 + jax.process_index()
-        policy = self._step_policy(step, seed)
-        synced = weight_sync(self.policies, policy)  # the sampler's copy against the learner's
         started = time.perf_counter()
-        result = self.rollout(tasks, policy, stage, self.curriculum.progress, step, seed=seed)
+        if self.pipeline is None:
+            stage, seed = self.curriculum.stage, self._seed(step)
+            policy = self._step_policy(step, seed)
+            synced = weight_sync(self.policies, policy)  # the sampler's copy against the learner's
+            started = time.perf_counter()
+            result = self.rollout(self._tasks_for(step), policy, stage, self.curriculum.progress,
+                                  step, seed=seed)
+            # The sampler's weights and its last KV cache go before the update
+            # (seetjax.rl.memory_plan): `device/live_gib_at_update` shows what is left
+            # (tests/rl/test_live_memory.py)
+            del policy
+        else:  # played ahead; the slow loop here, in step order
+            result, stage, synced = trained_result(self.pipeline, self.rollout, step,
+                                                   self.policies.version(SHARED),
+                                                   self.plan.schedule.max_staleness)
         rolled = time.perf_counter()
         versions = {k: v for role, part in self.policies.parts(result).items()  # before updates
                     for k, v in self.policies.named(role, version_stats(
                         part.episodes, self.policies.version(role))).items()}
-        # The sampler's weights and its last KV cache go before the update (seetjax.rl.memory_plan):
-        # `device/live_gib_at_update` shows what is left (tests/rl/test_live_memory.py)
-        del policy
         live = live_gib()
         learned, counts, batched = self._learn(result, step)
         learned_at = time.perf_counter()
@@ -263,11 +298,29 @@ class TrainRun:
         self.writer.write(step + 1, metrics)
         self.alarms.enforce(step + 1)  # alarms.fail_on_alarm: after the step's metrics are out
         self.step = step + 1
+        if self.pipeline is not None:  # what later steps' rollouts may start from
+            self.pipeline.publish(self._snapshot())
         if (self.step % self.config.train.checkpoint_every == 0
                 or self.step == self.config.train.steps or self._budget_spent()):
             self.checkpoints.save(self.step, self.policies, self.curriculum, self.pool,
                                   self.policy_tokens)
         return metrics
+
+    def _seed(self, step: int) -> int:
+        """Step `step`'s rollout seed on this process."""
+        return self.config.seed * 7919 + step * 131 + jax.process_index()
+
+    def _snapshot(self) -> Snapshot:
+        return take_snapshot(self.policies, self.step, self.curriculum.stage,
+                             self.curriculum.progress)
+
+    def _play_ahead(self, step: int, snapshot: Snapshot) -> Played:
+        """Step `step`'s episodes played with `snapshot` (the producer thread of
+        `rollout.schedule="async"`): the policy and seeds a synchronous step would use."""
+        policy = SamplerPolicy(self.sampler, snapshot.params, self.plan.sampling,
+                               self.tokenizer.stop_ids, self._step_key(step), snapshot.version)
+        return self.rollout.play_tasks(self._tasks_for(step), policy, snapshot.stage,
+                                       snapshot.progress, self._seed(step))
 
     def _budget_spent(self) -> bool:
         """Whether `train.max_policy_tokens` (0: no budget) is reached: the RL phase is over."""
@@ -340,8 +393,9 @@ class TrainRun:
     def _periodic_eval(self, step: int) -> dict[str, float]:
         """The evaluation after RL step `step` (`train.eval_every`, `train.eval_at_stage_ends`):
         the training tasks and, with `train.eval_held_out`, the evaluation splits."""
-        return self.evals.after_step(step, self._policy(),
-                                     self.config.train.eval_held_out).metrics()
+        with self.pipeline.paused() if self.pipeline else contextlib.nullcontext():
+            return self.evals.after_step(step, self._policy(),
+                                         self.config.train.eval_held_out).metrics()
 
     def _finish(self, milestones: tuple[Milestone, Milestone], seconds: float) -> dict[str, Any]:
         """The after-RL evaluation, model export, summary.json, report.md and curves.png."""

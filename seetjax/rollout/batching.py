@@ -36,7 +36,8 @@ def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 
     `max_pairs` is set, up to that many counterfactual records as preference pairs (anchor step
     chosen, failed step rejected), drawn uniformly from all the records with `pair_seed` (see
     `sample_records`). Rows: one per episode, or with `rows_per_episode`, that many per original
-    episode (its branch rows included), rounded up to `row_multiple`."""
+    episode (its branch rows included), rounded up to `row_multiple`; pairs: `max_pairs`, the
+    same (padding pairs weigh nothing)."""
     arrays = [e.conversation.training_arrays() for e in result.episodes]
     rows = round_up(batch_rows(result, rows_per_episode), row_multiple)
     length = length or bucket(max((len(t) for t, _, _ in arrays), default=1), 256)
@@ -67,8 +68,9 @@ def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 
         versions[i, :len(row)] = row
     pairs = None
     if max_pairs is not None:
+        # padded to the row multiple too: a data axis wider than max_pairs splits them evenly
         pairs = preference_pairs(sample_records(result.records, max_pairs, pair_seed),
-                                 max_pairs, pad_id, length)
+                                 round_up(max_pairs, row_multiple), pad_id, length)
     return TrajectoryBatch(sequences=sequences, old_logprobs=logprobs, rewards=rewards,
                            token_rewards=token_rewards, reward_mask=reward_mask, group_ids=groups,
                            step_keys=step_keys, versions=versions, pairs=pairs)

@@ -47,6 +47,16 @@ from seetjax.tools.calls import ToolCall
 MODES = ("lockstep", "engine")  # how episodes reach the model (`RolloutConfig.mode`)
 
 
+@dataclasses.dataclass
+class Played:
+    """A rollout's episodes played to their end, before the slow loop: the episodes (branches
+    included), where the time went, and the SEET stage they were played in."""
+
+    episodes: list[Episode]
+    times: PlayTimes
+    stage: StageConfig
+
+
 @dataclasses.dataclass(frozen=True)
 class RolloutConfig:
     """decode_chunk: 0 samples each reply in one policy call, every live row in lock step until
@@ -251,13 +261,25 @@ class Rollout:
 
     def __call__(self, tasks: Sequence[Any], policy: Policy | ReplyEngine, stage: StageConfig,
                  progress: float, step: int, seed: int) -> RolloutResult:
+        return self.finish(self.play_tasks(tasks, policy, stage, progress, seed), step)
+
+    def play_tasks(self, tasks: Sequence[Any], policy: Policy | ReplyEngine, stage: StageConfig,
+                   progress: float, seed: int) -> Played:
+        """The tasks' episodes played to their end with `policy` (branches included): the part
+        of a rollout that samples. It reads nothing the slow loop writes, so an asynchronous
+        run plays one step's tasks while the learner trains on the step before
+        (`seetjax.rl.async_rollouts`)."""
         episodes = self.episodes(tasks, stage, progress, seed)
         times = self.play(episodes, policy)
         times.add(self._branch_late(episodes, policy))
+        return Played(episodes, times, stage)
+
+    def finish(self, played: Played, step: int) -> RolloutResult:
+        """The slow loop over `played` at RL step `step`: the rollout's result."""
         start = time.perf_counter()
-        result = self.slow_loop(episodes, stage, step)
-        times.slow_loop_s = time.perf_counter() - start
-        result.times = times
+        result = self.slow_loop(played.episodes, played.stage, step)
+        played.times.slow_loop_s = time.perf_counter() - start
+        result.times = played.times
         return result
 
     def _anchors(self, episode: Episode, step: int) -> list[Anchor]:

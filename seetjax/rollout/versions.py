@@ -34,3 +34,19 @@ def version_stats(episodes: Sequence[Episode], learner_step: int) -> dict[str, f
     return {"versions": float(len(counts)),
             "newest_version_share": counts[newest] / sum(counts.values()),
             "oldest_version": float(oldest), "staleness": float(learner_step - oldest)}
+
+
+def fresh_episodes(episodes: Sequence[Episode], learner_version: int, max_staleness: int
+                   ) -> tuple[list[Episode], int]:
+    """The episodes whose task group sampled no token more than `max_staleness` versions behind
+    `learner_version`, and how many were dropped: a group goes whole (its episodes are each
+    other's baseline, branches included). Asynchronous RL's bound on what it trains on (AReaL,
+    arXiv:2505.24298, section 5.1)."""
+    stale = set()
+    for e in episodes:
+        versions = e.conversation.training_versions()
+        sampled = versions[versions >= 0]
+        if sampled.size and learner_version - int(sampled.min()) > max_staleness:
+            stale.add(e.task_id)
+    kept = [e for e in episodes if e.task_id not in stale]
+    return kept, len(episodes) - len(kept)

@@ -52,6 +52,11 @@ def test_batch_rows_masks_and_pairs(play, task, tokenizer):
     chosen_tokens = pairs.chosen.tokens[0][pairs.chosen.loss_mask[0] > 0].tolist()
     rejected_tokens = pairs.rejected.tokens[0][pairs.rejected.loss_mask[0] > 0].tolist()
     assert chosen_tokens == list(r.anchor_ids) and rejected_tokens == list(r.failed_ids)
+    # on a data axis wider than max_pairs, the pairs are padded to the row multiple too (two
+    # pairs on eight devices stopped the first update that had any)
+    wide = trajectory_batch(result, pad_id=tokenizer.pad_id, row_multiple=8, max_pairs=2)
+    assert wide.pairs.chosen.tokens.shape[0] == wide.pairs.rejected.tokens.shape[0] == 8
+    assert wide.pairs.weights.tolist() == [1.0] * min(n, 2) + [0.0] * (8 - min(n, 2))
     assert pairs.chosen.tokens[0][:len(r.prefix_ids)].tolist() == list(r.prefix_ids)
 
 

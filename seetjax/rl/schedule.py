@@ -1,0 +1,43 @@
+"""When a run's rollouts play relative to its updates (`config.rollout.schedule`): in turn
+("sync"), or ahead of them within a staleness bound ("async": `seetjax.rl.async_rollouts`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from seetjax.errors import invalid, require, require_int
+
+SCHEDULES = ("sync", "async")
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleConfig:
+    """schedule: "sync" (each step's rollouts with the learner's current weights, then its
+    update) or "async" (`seetjax.rl.async_rollouts`: the next steps' rollouts play during the
+    update); max_staleness: k, the most weight versions (optimizer updates) a trained token may
+    be behind the learner; sampler_devices: with "async", the first N devices sample and the
+    rest learn (0: both on every device, overlapping host work with device work)."""
+
+    schedule: str = "sync"
+    max_staleness: int = 1
+    sampler_devices: int = 0
+
+    def __post_init__(self):
+        require(self.schedule in SCHEDULES, self, "schedule", self.schedule,
+                f"must be one of {SCHEDULES}")
+        for name in ("max_staleness", "sampler_devices"):
+            require_int(self, name, getattr(self, name), 0)
+        require(self.schedule == "async" or not self.sampler_devices, self, "sampler_devices",
+                self.sampler_devices, "splits the devices for schedule='async' only")
+
+    def lag(self, mini_batches: int) -> int:
+        """Steps a rollout may run ahead of the learner: k // mini_batches (0 with "sync")."""
+        return self.max_staleness // mini_batches if self.schedule == "async" else 0
+
+    def check(self, mini_batches: int) -> None:
+        """Refuses an asynchronous schedule whose bound lets nothing overlap."""
+        if self.schedule == "async" and not self.lag(mini_batches):
+            raise invalid("config.rollout", "max_staleness", self.max_staleness,
+                          f"each step's update is learner.mini_batches={mini_batches} versions: "
+                          f"with schedule='async' it must be at least {mini_batches}, or no "
+                          "rollout could start before the update it would overlap")
