@@ -140,15 +140,26 @@ class RolloutPipeline:
                 self._cond.notify_all()
 
 
-def check_async_devices(schedule: ScheduleConfig) -> None:
-    """Refuses an asynchronous schedule this machine cannot run: one process (each would need
-    its own producer and weight sync), and devices left to learn on."""
+def check_devices(schedule: ScheduleConfig) -> None:
+    """Refuses a schedule this machine cannot run: "async" or a sampler mesh of its own in one
+    process only (each would need its own producer and weight sync), devices left to learn on,
+    and "async" on several devices with a sampler mesh of its own only."""
     if jax.process_count() > 1:
-        raise invalid("config.rollout", "schedule", "async", f"runs in one process; this run "
-                      f"has {jax.process_count()}")
+        field, value = (("schedule", "async") if schedule.schedule == "async"
+                        else ("sampler_devices", schedule.sampler_devices))
+        raise invalid("config.rollout", field, value, f"runs in one process; this run has "
+                      f"{jax.process_count()}")
     if schedule.sampler_devices >= jax.device_count():
         raise invalid("config.rollout", "sampler_devices", schedule.sampler_devices,
                       f"leaves none of the {jax.device_count()} devices to learn on")
+    if schedule.schedule == "async" and not schedule.sampler_devices and jax.device_count() > 1:
+        # two threads enqueueing multi-device programs on the same devices may enqueue them in
+        # different orders on different devices: collectives then wait on each other (seen on 8
+        # CPU devices: an abort inside the update's all-reduce)
+        raise invalid("config.rollout", "sampler_devices", 0, f"with schedule='async' on "
+                      f"{jax.device_count()} devices, the sampler needs devices of its own "
+                      "(e.g. half of them), or the rollout's and the update's programs could "
+                      "deadlock on the devices they share")
 
 
 def split_devices(sampler_devices: int) -> tuple[list[jax.Device] | None, list[jax.Device] | None]:

@@ -276,6 +276,9 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
                             "engine holds one weight version; use mode 'lockstep'")):
             if wrong:
                 raise invalid("config.rollout", "schedule", "async", f"not with {why}")
+    if schedule.sampler_devices and (multi_agent is not None or rollout.mode != "lockstep"):
+        raise invalid("config.rollout", "sampler_devices", schedule.sampler_devices,
+                      "a sampler mesh of its own serves single-agent lock-step rollouts only")
     if config.sft.enabled:
         from seetjax.sft.config import validate as validate_sft  # the SFT data side: only when used
         checked_field("sft.run", lambda: validate_sft(config.sft.run))

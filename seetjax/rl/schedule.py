@@ -15,8 +15,8 @@ class ScheduleConfig:
     """schedule: "sync" (each step's rollouts with the learner's current weights, then its
     update) or "async" (`seetjax.rl.async_rollouts`: the next steps' rollouts play during the
     update); max_staleness: k, the most weight versions (optimizer updates) a trained token may
-    be behind the learner; sampler_devices: with "async", the first N devices sample and the
-    rest learn (0: both on every device, overlapping host work with device work)."""
+    be behind the learner; sampler_devices: the first N devices sample and the rest learn (0:
+    all devices shared, which "async" allows on one device only)."""
 
     schedule: str = "sync"
     max_staleness: int = 1
@@ -27,8 +27,6 @@ class ScheduleConfig:
                 f"must be one of {SCHEDULES}")
         for name in ("max_staleness", "sampler_devices"):
             require_int(self, name, getattr(self, name), 0)
-        require(self.schedule == "async" or not self.sampler_devices, self, "sampler_devices",
-                self.sampler_devices, "splits the devices for schedule='async' only")
 
     def lag(self, mini_batches: int) -> int:
         """Steps a rollout may run ahead of the learner: k // mini_batches (0 with "sync")."""

@@ -51,7 +51,7 @@ from seetjax.rl.alarms import Alarms, call_counts, weight_sync
 from seetjax.rl.async_rollouts import (
     RolloutPipeline,
     Snapshot,
-    check_async_devices,
+    check_devices,
     split_devices,
     take_snapshot,
     trained_result,
@@ -93,8 +93,8 @@ class TrainRun:
                           f"must be a multiple of the {jax.process_count()} processes")
         if self.plan.rollout.mode == "engine":
             _check_engine_mesh(self.plan.learner.mesh)
-        if self.plan.schedule.schedule == "async":
-            check_async_devices(self.plan.schedule)
+        if self.plan.schedule.schedule == "async" or self.plan.schedule.sampler_devices:
+            check_devices(self.plan.schedule)
         self.config, self.workdir = config, workdir_path(workdir)
         self.start_over = start_over  # with every checkpoint damaged: train from step 0
         self.lock = WorkdirLock(self.workdir)  # before writing anything

@@ -1,7 +1,8 @@
-"""Asynchronous RL runs (`rollout.schedule="async"`) of the tiny config: with a checkpoint after
-every step the pipeline restarts each step and the run is the synchronous one, bit for bit; with
-sampler and learner on devices of their own (4 + 4 of the tests' 8), later steps train on tokens
-one version old, never older, and a run resumed from a checkpoint ends where a straight one does."""
+"""Asynchronous RL runs (`rollout.schedule="async"`) of the tiny config, sampler and learner on
+devices of their own (4 + 4 of the tests' 8): with a checkpoint after every step the pipeline
+restarts each step and the run is the synchronous one, bit for bit; with fewer checkpoints later
+steps train on tokens one version old, never older, and a run resumed from a checkpoint ends
+where a straight one does."""
 
 import json
 import math
@@ -35,8 +36,8 @@ def producers() -> set[threading.Thread]:
 
 
 def test_with_a_checkpoint_every_step_async_is_the_synchronous_run(tmp_path, embedded_dir):
-    TrainRun(configured(3, "sync"), tmp_path / "sync").run()
-    TrainRun(configured(3, "async"), tmp_path / "async").run()
+    TrainRun(configured(2, "sync", sampler_devices=4), tmp_path / "sync").run()
+    TrainRun(configured(2, "async", sampler_devices=4), tmp_path / "async").run()
     assert not producers()
     straight, ahead = params(tmp_path / "sync"), params(tmp_path / "async")
     for name, value in straight.items():

@@ -15,6 +15,7 @@ from seetjax.config.sections import load_config_file
 from seetjax.rl.async_rollouts import RolloutPipeline, Snapshot
 from seetjax.rl.config import build_plan
 from seetjax.rl.schedule import ScheduleConfig
+from seetjax.rl.trainer import TrainRun
 from seetjax.rollout.loop import Played
 from seetjax.rollout.result import PlayTimes
 from seetjax.rollout.versions import fresh_episodes
@@ -159,8 +160,8 @@ def test_the_schedule_is_sync_by_default_and_async_derives_its_lag():
 @pytest.mark.parametrize("change,message", [
     (dict(schedule="later"), r"ScheduleConfig.schedule='later': must be one of \('sync', "
                              r"'async'\)"),
-    (dict(sampler_devices=2), r"ScheduleConfig.sampler_devices=2: splits the devices for "
-                              r"schedule='async' only"),
+    (dict(sampler_devices=2, mode="engine"), r"config.rollout.sampler_devices=2: a sampler "
+                                             r"mesh of its own serves single-agent lock-step"),
     (dict(schedule="async", max_staleness=-1), r"max_staleness=-1: must be an integer >= 0"),
     (dict(schedule="async"), r"config.learner.loss.tis_cap=None: with rollout.schedule='async'"),
     (dict(schedule="async", tis_cap=2.0, max_staleness=1, mini_batches=2),
@@ -189,3 +190,15 @@ def test_teams_do_not_play_ahead():
     config.learner.loss.tis_cap = 2.0
     with pytest.raises(ValueError, match=r"schedule='async': not with multi_agent.enabled"):
         build_plan(config)
+
+
+def test_async_on_shared_devices_is_refused_where_programs_could_deadlock(tmp_path):
+    config = tiny(schedule="async")  # the tests' 8 CPU devices
+    config.learner.loss.tis_cap = 2.0
+    with pytest.raises(ValueError, match=r"config.rollout.sampler_devices=0: with schedule="
+                                         r"'async' on 8 devices, the sampler needs devices of"):
+        TrainRun(config, tmp_path)
+    config.rollout.sampler_devices = 8
+    with pytest.raises(ValueError, match=r"sampler_devices=8: leaves none of the 8 devices"):
+        TrainRun(config, tmp_path)
+    assert not (tmp_path / "config.json").exists()
