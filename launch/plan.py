@@ -59,12 +59,14 @@ def _parses(text: str) -> bool:
 
 
 def _mesh_sizes(config, text: str) -> tuple[int, int, int]:
-    """--mesh's sizes, or the config's learner.mesh, a -1 resolved over --devices."""
+    """--mesh's sizes, or the config's learner.mesh, a -1 resolved over --devices (less the
+    sampler's own, `rollout.sampler_devices`)."""
     learner_mesh = config.learner.get("mesh", {})
     sizes = (parse_mesh(text) if text else
              (learner_mesh.get("data", -1), learner_mesh.get("fsdp", 1),
               learner_mesh.get("tensor", 1)))
-    return mesh_sizes(sizes, _DEVICES.value if -1 in sizes else math.prod(sizes))
+    learners = _DEVICES.value - config.rollout.get("sampler_devices", 0)
+    return mesh_sizes(sizes, learners if -1 in sizes else math.prod(sizes))
 
 
 def main(argv):

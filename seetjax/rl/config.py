@@ -9,6 +9,7 @@ never compiles or rolls out on a config it would later reject.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any, get_type_hints
 
@@ -237,7 +238,7 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
 
     learner = checked_field("learner", lambda: learner_config(config.learner.to_dict()))
     limits = as_dataclass(EpisodeLimits, config.limits.to_dict(), "limits")
-    schedule = _schedule(config, learner)
+    schedule, learner = _schedule(config, learner)
     rollout = _rollout(config, env, limits, learner)
     if rollout.reward.kind == "env" and not spec.scores_episodes:
         raise invalid("config.reward", "kind", "env", f"environment {spec.name!r} does not score "
@@ -288,21 +289,25 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
                 eval_decodings, seet, max_pairs, multi_agent, alarms, schedule)
 
 
-def _schedule(config: ml_collections.ConfigDict, learner: LearnerConfig) -> ScheduleConfig:
-    """`config.rollout`'s schedule fields (absent in configs saved before them: "sync"). An
-    asynchronous policy-gradient run trains on tokens older than the weights it updates: its
-    importance ratio must be taken against the behaviour log-probs each token recorded, by way
-    of the learner's own log-probs under the pre-update weights (the decoupled objective)."""
+def _schedule(config: ml_collections.ConfigDict, learner: LearnerConfig
+              ) -> tuple[ScheduleConfig, LearnerConfig]:
+    """`config.rollout`'s schedule fields (absent in configs saved before them: "sync"), and the
+    learner config it needs. An asynchronous policy-gradient run trains on tokens older than
+    the weights it updates: each token's clipped loss is weighted by pi_proximal / pi_behaviour
+    (the learner's log-prob under the pre-update weights over the one the token recorded),
+    capped by `learner.loss.tis_cap`, which defaults there to inf: AReaL's decoupled objective
+    (arXiv:2505.24298, section 5.2); a finite cap is truncated importance sampling."""
     fields = {k: config.rollout[k] for k in ("schedule", "max_staleness", "sampler_devices")
               if k in config.rollout}
     schedule = as_dataclass(ScheduleConfig, fields, "rollout")
     schedule.check(learner.mini_batches)
     policy = learner.term("policy_gradient")
     if schedule.schedule == "async" and policy is not None and policy.config.tis_cap is None:
-        raise invalid("config.learner.loss", "tis_cap", None, "with rollout.schedule='async' "
-                      "the importance weight pi_proximal / pi_behaviour of each stale token needs "
-                      "a cap: a number >= 1 (truncated IS) or inf (AReaL's decoupled PPO)")
-    return schedule
+        decoupled = dataclasses.replace(policy, config=dataclasses.replace(policy.config,
+                                                                           tis_cap=math.inf))
+        learner = dataclasses.replace(learner, losses=tuple(
+            decoupled if t is policy else t for t in learner.losses))
+    return schedule, learner
 
 
 def _rollout(config: ml_collections.ConfigDict, env: Any, limits: EpisodeLimits,

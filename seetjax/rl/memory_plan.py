@@ -30,6 +30,12 @@ runs on a machine with one. The transients are arithmetic over the shapes the ru
 - the sampler: its next-token logits [rows, vocab] f32 and the larger of a prompt chunk's
   scores (bounded as `Sampler._chunk_size` bounds them) and a decode step's.
 
+With `rollout.schedule="async"` the sampler plays with weight snapshots (the sampling weights,
+frozen part included, `lag` + 1 copies alive: `seetjax.rl.async_rollouts`) instead of the
+learner's arrays, and on shared devices the rollout plays during the update: the peak is both
+phases at once. With `rollout.sampler_devices` the sampling figures are a sampler device's (a data
+mesh of its own: the weights whole, no train state) and the learner's a learner device's.
+
 Not counted: XLA's own workspace, and the reference pass before the update (a forward pass
 over one micro-batch at a time, without gradients: less than the update's).
 """
@@ -95,6 +101,13 @@ class MemoryPlan:
     kv_copy: int  # a second cache while `Sampler.select` gathers rows (or the cache grows)
     sampler_work: int  # next-token logits and one layer's decode / prefill-chunk work
     rows: dict[str, int]  # what the figures assume: learner micro-batch rows and width, ...
+    # rollout.schedule "async": the weight snapshots alive at once (sampling weights, frozen
+    # part included, copied `lag` + 1 times), and both phases at once on shared devices
+    snapshots: int = 0
+    concurrent: bool = False
+    # rollout.sampler_devices > 0: the sampling phase's figures are a sampler device's, which
+    # holds no train state; the learner's are a learner device's
+    split: bool = False
 
     @property
     def resident(self) -> int:
@@ -103,15 +116,18 @@ class MemoryPlan:
 
     @property
     def learner_peak(self) -> int:
-        return self.resident + self.gradients + self.activations
+        kept = 0 if self.split else self.snapshots  # the snapshots outlive the sampling
+        return self.resident + kept + self.gradients + self.activations
 
     @property
     def sampling_peak(self) -> int:
-        return (self.resident + self.sampler_copy + self.kv_cache + self.kv_copy
-                + self.sampler_work)
+        return ((0 if self.split else self.resident) + self.sampler_copy + self.snapshots
+                + self.kv_cache + self.kv_copy + self.sampler_work)
 
     @property
     def peak(self) -> int:
+        if self.concurrent and not self.split:  # the rollout plays during the update
+            return self.sampling_peak + self.gradients + self.activations
         return max(self.learner_peak, self.sampling_peak)
 
     def check(self, budget: int, alternatives: Sequence[tuple[str, MemoryPlan]] = ()) -> None:
@@ -120,9 +136,13 @@ class MemoryPlan:
         if self.peak <= budget:
             return
         phase = "learner" if self.learner_peak >= self.sampling_peak else "sampling"
-        parts = {"learner": ("masters", "optimizer", "reference", "gradients", "activations"),
-                 "sampling": ("masters", "optimizer", "reference", "sampler_copy", "kv_cache",
-                              "kv_copy", "sampler_work")}[phase]
+        if self.concurrent and not self.split:
+            phase = "overlapped (async)"
+        states = ("masters", "optimizer", "reference")
+        learning, sampling = ("gradients", "activations"), ("sampler_copy", "snapshots",
+                                                            "kv_cache", "kv_copy", "sampler_work")
+        parts = {"learner": states + learning, "sampling": sampling if self.split
+                 else states + sampling, "overlapped (async)": states + learning + sampling}[phase]
         largest = sorted(parts, key=lambda p: -getattr(self, p))[:3]
         lines = [f"memory plan: the {phase} phase needs {self.peak / GiB:.1f} GiB per device "
                  f"on mesh data={self.mesh[0]},fsdp={self.mesh[1]},tensor={self.mesh[2]}, more "
@@ -143,6 +163,7 @@ _ROWS = (("parameters, f32 masters (trained)", "masters", "both"),
          ("gradients (f32, accumulated)", "gradients", "learner"),
          ("activations (one micro-batch)", "activations", "learner"),
          ("sampler's copy of the weights", "sampler_copy", "sampling"),
+         ("weight snapshots (async)", "snapshots", "sampling"),
          ("KV cache", "kv_cache", "sampling"),
          ("KV cache, second copy (select, growth)", "kv_copy", "sampling"),
          ("sampler logits and work", "sampler_work", "sampling"),
@@ -249,18 +270,29 @@ def plan_memory(cfg: ModelConfig, plan: Plan, tasks_per_step: int, *,
     activations = activation_bytes(cfg, micro_rows, plan.row_length, tensor,
                                    learner.logprob_chunk, uses_fused_attention(cfg, backend),
                                    remat)
-    kv, work, sampler_rows = _sampler_parts(cfg, plan, episodes // processes, data * fsdp,
-                                            tensor)
+    schedule = plan.schedule
+    split = schedule.sampler_devices > 0
+    # a sampler mesh of its own is a data mesh: its devices hold the weights whole
+    ways, sampler_tensor = (schedule.sampler_devices, 1) if split else (data * fsdp, tensor)
+    kv, work, sampler_rows = _sampler_parts(cfg, plan, episodes // processes, ways,
+                                            sampler_tensor)
+    frozen = tree_bytes(state.frozen, abstract, rules)
+    whole = AbstractMesh((1, 1, 1), MESH_AXES)
+    sampling = (tree_bytes(state.params, whole, rules) * storage.itemsize // 4
+                + tree_bytes(state.frozen, whole, rules)) if split else (
+        masters * storage.itemsize // 4 + frozen)
+    copies = schedule.lag(learner.mini_batches) + 1 if schedule.schedule == "async" else 0
+    sampler_copy = sampling if split and not copies else (
+        0 if copies or storage == jnp.float32 else masters * storage.itemsize // 4)
     return MemoryPlan(
         mesh=(data, fsdp, tensor), masters=masters,
-        optimizer=tree_bytes(state.opt_state, abstract, rules),
-        frozen=tree_bytes(state.frozen, abstract, rules),
+        optimizer=tree_bytes(state.opt_state, abstract, rules), frozen=frozen,
         reference=tree_bytes(state.reference, abstract, rules) if state.reference else 0,
-        sampler_copy=0 if storage == jnp.float32 else masters * storage.itemsize // 4,
-        gradients=masters, activations=activations, kv_cache=kv, kv_copy=kv,
-        sampler_work=work,
+        sampler_copy=sampler_copy, gradients=masters, activations=activations, kv_cache=kv,
+        kv_copy=kv, sampler_work=work,
         rows={"learner_rows_per_micro_batch_per_device": micro_rows,
-              "row_width": plan.row_length, **sampler_rows})
+              "row_width": plan.row_length, **sampler_rows},
+        snapshots=copies * sampling, concurrent=bool(copies), split=split)
 
 
 def _sampler_parts(cfg: ModelConfig, plan: Plan, episodes: int, batch_ways: int,
@@ -349,7 +381,7 @@ def check_launch(config: ml_collections.ConfigDict, budget: int | None = None
     plan = build_plan(config)
     model_dir = None if config.model.get("preset") else resolve_model_path(config.model.path)
     cfg = model_config_of(config, model_dir=model_dir)
-    mesh = mesh_sizes(plan.learner.mesh, jax.device_count())
+    mesh = mesh_sizes(plan.learner.mesh, jax.device_count() - plan.schedule.sampler_devices)
     kw = dict(mesh=mesh, processes=jax.process_count(), backend=jax.default_backend())
     tasks = config.data.tasks_per_step
     memory = plan_memory(cfg, plan, tasks, **kw)

@@ -149,6 +149,13 @@ def tiny(**rollout):
 
 def test_the_schedule_is_sync_by_default_and_async_derives_its_lag():
     assert build_plan(tiny()).schedule == ScheduleConfig()
+    assert build_plan(tiny()).learner.term("policy_gradient").config.tis_cap is None
+    # from the command line alone: the decoupled objective, the behaviour log-probs uncapped
+    decoupled = build_plan(tiny(schedule="async"))
+    assert decoupled.learner.term("policy_gradient").config.tis_cap == math.inf
+    capped = tiny(schedule="async")
+    capped.learner.loss.tis_cap = 2.0  # truncated importance sampling
+    assert build_plan(capped).learner.term("policy_gradient").config.tis_cap == 2.0
     config = tiny(schedule="async", max_staleness=4)
     config.learner.loss.tis_cap = math.inf  # AReaL's decoupled objective: no cap
     config.learner.mini_batches = 2
@@ -163,7 +170,6 @@ def test_the_schedule_is_sync_by_default_and_async_derives_its_lag():
     (dict(sampler_devices=2, mode="engine"), r"config.rollout.sampler_devices=2: a sampler "
                                              r"mesh of its own serves single-agent lock-step"),
     (dict(schedule="async", max_staleness=-1), r"max_staleness=-1: must be an integer >= 0"),
-    (dict(schedule="async"), r"config.learner.loss.tis_cap=None: with rollout.schedule='async'"),
     (dict(schedule="async", tis_cap=2.0, max_staleness=1, mini_batches=2),
      r"config.rollout.max_staleness=1: each step's update is learner.mini_batches=2 versions"),
     (dict(schedule="async", tis_cap=2.0, mode="engine"),

@@ -29,6 +29,7 @@ from seetjax.rl.memory_plan import (
     prefill_bytes,
     prefill_chunk,
 )
+from seetjax.rl.schedule import ScheduleConfig
 from seetjax.rollout.branching import BranchConfig
 from seetjax.runtime.sharding import make_mesh, mesh_sizes
 from seetjax.sampling import Sampler
@@ -220,3 +221,35 @@ def test_branch_rows_are_planned_in_the_sampler_and_the_learner():
     assert two.kv_cache == plan_memory(cfg, plan, 32, mesh=(1, 8, 1)).kv_cache > plain.kv_cache
     assert (two.rows["learner_rows_per_micro_batch_per_device"]
             > plain.rows["learner_rows_per_micro_batch_per_device"])
+
+
+def test_async_plans_its_snapshots_and_both_phases_at_once():
+    cfg, plan = qwen_run()
+    k = plan.learner.mini_batches  # a lag of one step
+
+    def with_schedule(**fields):
+        return dataclasses.replace(plan, schedule=ScheduleConfig(**fields))
+
+    sync = plan_memory(cfg, plan, 16, mesh=(1, 1, 1))
+    weights = sync.sampler_copy + sync.frozen  # bf16 storage: the cast copy, no LoRA base
+    assert weights > 0 and sync.snapshots == 0
+    ahead = plan_memory(cfg, with_schedule(schedule="async", max_staleness=k), 16,
+                        mesh=(1, 1, 1))
+    assert ahead.sampler_copy == 0 and ahead.snapshots == 2 * weights  # played + newest
+    assert ahead.peak == (sync.resident + 2 * weights + sync.gradients + sync.activations
+                          + sync.kv_cache + sync.kv_copy + sync.sampler_work) > sync.peak
+    further = plan_memory(cfg, with_schedule(schedule="async", max_staleness=3 * k), 16,
+                          mesh=(1, 1, 1))
+    assert further.snapshots == 4 * weights
+    # a sampler on 4 devices of its own: no train state there, the weights whole, the rows split
+    # 4 ways; the learner's devices hold no sampling figure
+    split = plan_memory(cfg, with_schedule(schedule="async", max_staleness=k, sampler_devices=4),
+                        16, mesh=(1, 4, 1))
+    assert split.snapshots == 2 * weights
+    assert split.kv_cache == plan_memory(cfg, plan, 16, mesh=(4, 1, 1)).kv_cache
+    assert split.sampling_peak == (split.snapshots + split.kv_cache + split.kv_copy
+                                   + split.sampler_work)
+    assert split.learner_peak == split.resident + split.gradients + split.activations
+    assert split.peak == max(split.learner_peak, split.sampling_peak)
+    synced = plan_memory(cfg, with_schedule(sampler_devices=4), 16, mesh=(1, 4, 1))
+    assert synced.sampler_copy == weights and synced.snapshots == 0  # one copy, placed there
