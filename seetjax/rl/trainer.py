@@ -21,7 +21,6 @@ covers the tasks it sees).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
@@ -30,10 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from flax import nnx
 from tqdm import tqdm
 
 from seetjax.defaults.base_model import EMBEDDED_BASE, resolve_model_path, untrained_model_path
@@ -47,25 +44,22 @@ from seetjax.models.tokenizer import Tokenizer
 from seetjax.report.console import say
 from seetjax.report.metrics import MetricsWriter
 from seetjax.report.plots import plot_curves, read_metrics
-from seetjax.rl.alarms import Alarms, call_counts, weight_sync
+from seetjax.rl.alarms import Alarms, call_counts
 from seetjax.rl.async_rollouts import (
-    RolloutPipeline,
-    Snapshot,
     check_devices,
     split_devices,
-    take_snapshot,
-    trained_result,
 )
 from seetjax.rl.config import build_plan
 from seetjax.rl.evals import RunEvaluations, greedy_policy
 from seetjax.rl.milestones import Milestone, first_per_category
-from seetjax.rl.policy_states import SHARED, PolicyStates
+from seetjax.rl.policy_states import PolicyStates
 from seetjax.rl.report import run_report
 from seetjax.rl.run_checkpoints import RunCheckpoints
 from seetjax.rl.start_model import start_model
 from seetjax.rl.step_figures import live_gib, step_figures
+from seetjax.rl.step_rollouts import StepRollouts, check_engine_mesh
 from seetjax.rollout.batching import trajectory_batch
-from seetjax.rollout.loop import Played, Rollout
+from seetjax.rollout.loop import Rollout
 from seetjax.rollout.multi_agent import MultiAgentRollout
 from seetjax.rollout.policy import SamplerPolicy
 from seetjax.rollout.preferences import rollout_preferences
@@ -78,8 +72,6 @@ from seetjax.sampling import Sampler, SamplingParams
 from seetjax.seet.anchors import AnchorPool
 from seetjax.seet.curriculum import Curriculum
 from seetjax.seet.records import write_jsonl
-from seetjax.serving.engine import Engine
-from seetjax.serving.rollout_policy import EnginePolicy
 
 
 class TrainRun:
@@ -92,14 +84,13 @@ class TrainRun:
             raise invalid("config.data", "tasks_per_step", config.data.tasks_per_step,
                           f"must be a multiple of the {jax.process_count()} processes")
         if self.plan.rollout.mode == "engine":
-            _check_engine_mesh(self.plan.learner.mesh)
+            check_engine_mesh(self.plan.learner.mesh)
         if self.plan.schedule.schedule == "async" or self.plan.schedule.sampler_devices:
             check_devices(self.plan.schedule)
         self.config, self.workdir = config, workdir_path(workdir)
         self.start_over = start_over  # with every checkpoint damaged: train from step 0
         self.lock = WorkdirLock(self.workdir)  # before writing anything
-        self.engine: Engine | None = None  # rollout.mode "engine": the run's one engine
-        self.pipeline: RolloutPipeline | None = None  # rollout.schedule "async": the producer
+        self.rollouts: StepRollouts | None = None  # made with the model: `_setup`
         if jax.process_index() == 0:  # what `restore_run` and launch/evaluate.py --run read
             (self.workdir / "config.json").write_text(config.to_json_best_effort(indent=2))
 
@@ -109,10 +100,8 @@ class TrainRun:
         try:
             return self._run()
         finally:
-            if self.engine is not None:  # no decode thread outlives the run, error or not
-                self.engine.stop()
-            if self.pipeline is not None:  # nor a rollout thread
-                self.pipeline.close()
+            if self.rollouts is not None:  # no decode or rollout thread outlives the run
+                self.rollouts.stop()
             self.lock.release()
 
     def _run(self) -> dict[str, Any]:
@@ -151,11 +140,7 @@ class TrainRun:
         total = self.config.train.steps
         bar = tqdm(range(self.step, total), initial=self.step, total=total, desc="rl",
                    disable=jax.process_index() != 0, dynamic_ncols=True)
-        if self.plan.schedule.schedule == "async":
-            self.pipeline = RolloutPipeline(
-                self._play_ahead, self.step, total, self.plan.schedule.lag(
-                    self.plan.learner.mini_batches), self.config.train.checkpoint_every)
-            self.pipeline.publish(self._snapshot())
+        self.rollouts.start_ahead(self.step, total, self.curriculum)
         for step in bar:
             if self._budget_spent():  # a resumed run whose budget ran out before train.steps
                 break
@@ -166,9 +151,7 @@ class TrainRun:
                             fmt=f"{metrics['rollout/format_validity']:.2f}",
                             s=f"{metrics['time/rollout_s']:.1f}+{metrics['time/learn_s']:.1f}")
         bar.close()
-        if self.pipeline is not None:  # a rollout of a step past the budget is let finish
-            self.pipeline.close()
-            self.pipeline = None
+        self.rollouts.close_ahead()
         with full_disk_reported(f"RL step {self.step}", self.workdir, self.checkpoints.close):
             self.checkpoints.wait()
         final = self._finish((untrained, after_sft), time.perf_counter() - start)
@@ -212,56 +195,12 @@ class TrainRun:
         self.step, self.policy_tokens = self.checkpoints.resume(self.policies, self.curriculum,
                                                                 self.pool, self.evals)
         self.writer = MetricsWriter(self.workdir)
-        if plan.rollout.mode == "engine":
-            self.engine = self._engine()
-
-    def _engine(self) -> Engine:
-        """The run's engine (`rollout.mode="engine"`), made once: its compiled programs and prefix
-        cache serve every step. A row for each of the step's episodes on this process."""
-        rows = self.config.data.tasks_per_step // jax.process_count() * self.plan.rollout.group_size
-        return Engine(self.policies.model(), self.tokenizer, params=self._engine_params(),
-                      sampler=self.sampler, max_batch=rows, max_queue=rows,
-                      chunk_steps=self.plan.rollout.decode_chunk or 16)
-
-    def _engine_params(self) -> nnx.State:
-        """A copy of the sampling parameters the engine owns: the learner's f32 arrays are
-        donated to each update, and an update skipped as non-finite keeps the version."""
-        return jax.tree.map(jnp.copy, self.policies.sampling_params())
-
-    def _step_key(self, step: int) -> jax.Array:
-        return jax.random.fold_in(jax.random.key(self.config.seed), step)
-
-    def _step_policy(self, step: int, seed: int) -> SamplerPolicy | EnginePolicy:
-        """Step `step`'s rollout policy: a `SamplerPolicy` on the learner's current parameters,
-        or (mode "engine") the run's engine, given them once the learner's version moved on."""
-        if self.engine is None:
-            return self.policies.rollout_policy(
-                lambda params, key, version: SamplerPolicy(
-                    self.sampler, params, self.plan.sampling, self.tokenizer.stop_ids, key,
-                    version),
-                self._step_key(step))
-        version = self.policies.version(SHARED)
-        if version != self.engine.weight_version:  # drops the older prefix-cache entries
-            self.engine.update_weights(self._engine_params(), version)
-        return EnginePolicy(self.engine, self.plan.sampling, seed)
+        self.rollouts = StepRollouts(config, plan, self.policies, self.sampler, self.tokenizer,
+                                     self.rollout, self.tasks)
 
     def _rl_step(self, step: int) -> dict[str, float]:
         started = time.perf_counter()
-        if self.pipeline is None:
-            stage, seed = self.curriculum.stage, self._seed(step)
-            policy = self._step_policy(step, seed)
-            synced = weight_sync(self.policies, policy)  # the sampler's copy against the learner's
-            started = time.perf_counter()
-            result = self.rollout(self._tasks_for(step), policy, stage, self.curriculum.progress,
-                                  step, seed=seed)
-            # The sampler's weights and its last KV cache go before the update
-            # (seetjax.rl.memory_plan): `device/live_gib_at_update` shows what is left
-            # (tests/rl/test_live_memory.py)
-            del policy
-        else:  # played ahead; the slow loop here, in step order
-            result, stage, synced = trained_result(self.pipeline, self.rollout, step,
-                                                   self.policies.version(SHARED),
-                                                   self.plan.schedule.max_staleness)
+        result, stage, synced = self.rollouts(step, self.curriculum)
         rolled = time.perf_counter()
         versions = {k: v for role, part in self.policies.parts(result).items()  # before updates
                     for k, v in self.policies.named(role, version_stats(
@@ -298,45 +237,17 @@ class TrainRun:
         self.writer.write(step + 1, metrics)
         self.alarms.enforce(step + 1)  # alarms.fail_on_alarm: after the step's metrics are out
         self.step = step + 1
-        if self.pipeline is not None:  # what later steps' rollouts may start from
-            self.pipeline.publish(self._snapshot())
+        self.rollouts.published(self.step, self.curriculum)
         if (self.step % self.config.train.checkpoint_every == 0
                 or self.step == self.config.train.steps or self._budget_spent()):
             self.checkpoints.save(self.step, self.policies, self.curriculum, self.pool,
                                   self.policy_tokens)
         return metrics
 
-    def _seed(self, step: int) -> int:
-        """Step `step`'s rollout seed on this process."""
-        return self.config.seed * 7919 + step * 131 + jax.process_index()
-
-    def _snapshot(self) -> Snapshot:
-        return take_snapshot(self.policies, self.step, self.curriculum.stage,
-                             self.curriculum.progress)
-
-    def _play_ahead(self, step: int, snapshot: Snapshot) -> Played:
-        """Step `step`'s episodes played with `snapshot` (the producer thread of
-        `rollout.schedule="async"`): the policy and seeds a synchronous step would use."""
-        policy = SamplerPolicy(self.sampler, snapshot.params, self.plan.sampling,
-                               self.tokenizer.stop_ids, self._step_key(step), snapshot.version)
-        return self.rollout.play_tasks(self._tasks_for(step), policy, snapshot.stage,
-                                       snapshot.progress, self._seed(step))
-
     def _budget_spent(self) -> bool:
         """Whether `train.max_policy_tokens` (0: no budget) is reached: the RL phase is over."""
         budget = self.config.train.max_policy_tokens
         return bool(budget) and self.policy_tokens >= budget
-
-    def _tasks_for(self, step: int) -> list[Any]:
-        """This process's tasks of `step`: epochs over a seeded permutation, a pure function of
-        the step (nothing to checkpoint)."""
-        n, k = len(self.tasks), self.config.data.tasks_per_step // jax.process_count()
-        picked = []
-        for j in range(step * k, step * k + k):
-            epoch, position = divmod(j, n)
-            order = np.random.default_rng([self.config.seed, epoch]).permutation(n)
-            picked.append(self.tasks[order[position]])
-        return picked
 
     def _learn(self, result: RolloutResult, step: int) -> tuple[dict[str, float],
                                                                 dict[str, float], float]:
@@ -393,7 +304,7 @@ class TrainRun:
     def _periodic_eval(self, step: int) -> dict[str, float]:
         """The evaluation after RL step `step` (`train.eval_every`, `train.eval_at_stage_ends`):
         the training tasks and, with `train.eval_held_out`, the evaluation splits."""
-        with self.pipeline.paused() if self.pipeline else contextlib.nullcontext():
+        with self.rollouts.paused():
             return self.evals.after_step(step, self._policy(),
                                          self.config.train.eval_held_out).metrics()
 
@@ -415,21 +326,6 @@ class TrainRun:
                 (*milestones[:-1], *self.evals.steps(), final), rows))
             say(split_reports(final.env).markdown(list(final.splits.values())))
         return summary
-
-
-def _check_engine_mesh(mesh: tuple[int, int, int]) -> None:
-    """Refuses rollout.mode "engine" where the sampling mesh splits the batch: the engine keeps
-    one cache row per sequence, unsplit (serving/rows.py)."""
-    if jax.process_count() > 1:  # each process samples on a data mesh of its local devices
-        split = jax.local_device_count()
-    else:
-        data, fsdp, _ = sharding.mesh_sizes(mesh, jax.device_count())
-        split = data * fsdp
-    if split > 1:
-        raise invalid("config.rollout", "mode", "engine", f"the engine's rows are not split over "
-                      f"devices, and config.learner.mesh={tuple(mesh)} splits the sampling batch "
-                      f"{split} ways on {jax.device_count()} devices: use a mesh of data=fsdp=1 "
-                      "(tensor parallel) or rollout.mode='lockstep'")
 
 
 def train(config: ml_collections.ConfigDict, workdir: str | os.PathLike, *,

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from seetjax.rl import trainer
+from seetjax.rl import step_rollouts
 from seetjax.rl.trainer import TrainRun
 from tests.integration.test_train_damaged_resume import rl_only
 
@@ -50,7 +50,7 @@ def test_an_engine_run_trains_resumes_and_stops_its_engine(tmp_path, embedded_di
         assert engine_threads() - others
         raise RuntimeError("the weight check failed")
 
-    monkeypatch.setattr(trainer, "weight_sync", fail)
+    monkeypatch.setattr(step_rollouts, "weight_sync", fail)
     with pytest.raises(RuntimeError, match="the weight check failed"):
         TrainRun(engine_run(4), tmp_path).run()
     assert engine_threads() <= others
