@@ -94,6 +94,11 @@ VARIANTS: dict[str, dict[str, object]] = {
     # turn's ground truth), 2 rows resampling that reply, at most 2 turns an episode
     "branch_divergence": {"seet.enabled": False, "learner.counterfactual_weight": 0.0,
                           **BRANCH, "rollout.branch.points": "divergence"},
+    # asynchronous RL (issue 43): each step's rollouts play during the previous update, with
+    # weights one version old, under the decoupled objective (docs/rollout.md)
+    "grpo_async": {"seet.enabled": False, "learner.counterfactual_weight": 0.0,
+                   "rollout.schedule": "async", "rollout.max_staleness": 1},
+    "seet_async": {"rollout.schedule": "async", "rollout.max_staleness": 1},
     "seet_no_hints": {"seet.stage1.env_mode": "standard", "seet.stage2.env_mode": "standard"},
     "seet_no_interception": {"seet.stage2.interception": False},
     "seet_no_anchors": {"learner.counterfactual_weight": 0.0, "seet.max_pairs": 0,
