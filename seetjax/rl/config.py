@@ -9,7 +9,6 @@ never compiles or rolls out on a config it would later reject.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from typing import Any, get_type_hints
 
@@ -26,7 +25,9 @@ from seetjax.learner.config import LearnerConfig, learner_config
 from seetjax.models.hf import LOAD_FIELDS
 from seetjax.rewards import AgentRewardConfig, RewardConfig, ShapingConfig
 from seetjax.rl.alarms import AlarmConfig
-from seetjax.rl.schedule import ScheduleConfig
+from seetjax.rl.importance import check_importance_ratios, with_stale_token_weights
+from seetjax.rl.schedule import FIELDS as SCHEDULE_FIELDS
+from seetjax.rl.schedule import ScheduleConfig, schedule_of
 from seetjax.rl.start_model import model_options
 from seetjax.rollout.branching import BranchConfig
 from seetjax.rollout.episode import EpisodeLimits
@@ -238,7 +239,9 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
 
     learner = checked_field("learner", lambda: learner_config(config.learner.to_dict()))
     limits = as_dataclass(EpisodeLimits, config.limits.to_dict(), "limits")
-    schedule, learner = _schedule(config, learner)
+    schedule = schedule_of(config.rollout)
+    schedule.check(learner.mini_batches)
+    learner = with_stale_token_weights(learner, schedule)
     rollout = _rollout(config, env, limits, learner)
     if rollout.reward.kind == "env" and not spec.scores_episodes:
         raise invalid("config.reward", "kind", "env", f"environment {spec.name!r} does not score "
@@ -257,7 +260,7 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
     stages, transitions = (configured_stages(config.seet) if seet
                            else ((PLAIN_STAGE,), (Transition(None),)))
     if learner.term("policy_gradient") is not None:
-        _check_importance_ratios(config, sampling, stages)
+        check_importance_ratios(config.learner.get("algorithm", "grpo"), sampling, stages)
     max_pairs = config.seet.max_pairs if seet and learner.term("counterfactual") else 0
     if seet and learner.term("counterfactual") and not config.seet.max_pairs:
         raise invalid("config.seet", "max_pairs", 0, "while config.learner.counterfactual_weight > "
@@ -289,34 +292,12 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
                 eval_decodings, seet, max_pairs, multi_agent, alarms, schedule)
 
 
-def _schedule(config: ml_collections.ConfigDict, learner: LearnerConfig
-              ) -> tuple[ScheduleConfig, LearnerConfig]:
-    """`config.rollout`'s schedule fields (absent in configs saved before them: "sync"), and the
-    learner config it needs. An asynchronous policy-gradient run trains on tokens older than
-    the weights it updates: each token's clipped loss is weighted by pi_proximal / pi_behaviour
-    (the learner's log-prob under the pre-update weights over the one the token recorded),
-    capped by `learner.loss.tis_cap`, which defaults there to inf: AReaL's decoupled objective
-    (arXiv:2505.24298, section 5.2); a finite cap is truncated importance sampling."""
-    fields = {k: config.rollout[k] for k in ("schedule", "max_staleness", "sampler_devices")
-              if k in config.rollout}
-    schedule = as_dataclass(ScheduleConfig, fields, "rollout")
-    schedule.check(learner.mini_batches)
-    policy = learner.term("policy_gradient")
-    if schedule.schedule == "async" and policy is not None and policy.config.tis_cap is None:
-        decoupled = dataclasses.replace(policy, config=dataclasses.replace(policy.config,
-                                                                           tis_cap=math.inf))
-        learner = dataclasses.replace(learner, losses=tuple(
-            decoupled if t is policy else t for t in learner.losses))
-    return schedule, learner
-
-
 def _rollout(config: ml_collections.ConfigDict, env: Any, limits: EpisodeLimits,
              learner: LearnerConfig) -> RolloutConfig:
     """`config.rollout` with its `branch` section (absent in configs saved before it: off).
     GiGPO's step groups need an environment that says what its state is (`KeyedState`): on any
     other every step key is -1, and GiGPO would silently be GRPO."""
-    values = {k: v for k, v in config.rollout.to_dict().items()
-              if k not in ("schedule", "max_staleness", "sampler_devices")}
+    values = {k: v for k, v in config.rollout.to_dict().items() if k not in SCHEDULE_FIELDS}
     branch = as_dataclass(BranchConfig, values.pop("branch", {}), "rollout.branch")
     rollout = as_dataclass(RolloutConfig, values, "rollout", env=env, limits=limits,
                            reward=reward_of(config), branch=branch)
@@ -378,33 +359,6 @@ def _eval_decodings(config: ml_collections.ConfigDict, env: Any) -> tuple[str, .
     for d in decodings:
         checked_field("eval.decodings", lambda d=d: dataclasses.replace(env, decoding=d))
     return decodings
-
-
-def _check_importance_ratios(config: ml_collections.ConfigDict, sampling: SamplingParams,
-                             stages: tuple[StageConfig, ...]) -> None:
-    """The policy-gradient loss (every RL algorithm but DPO) divides the learner's log-prob of
-    each trained token by the sampler's (`old_logprobs`; PPO's KL penalty reads them too). The
-    learner scores a token in its training row under softmax(logits / temperature), so the
-    sampler must have drawn it from that same distribution, in that same context."""
-    algorithm = config.learner.get("algorithm", "grpo")
-    for name, on in (("top_k", sampling.top_k > 0), ("top_p", sampling.top_p < 1.0)):
-        if on:
-            raise invalid(
-                "config.sampling", name, getattr(sampling, name), "with learner.algorithm="
-                f"{algorithm!r}: rollouts for a policy-gradient loss must sample from the full "
-                "softmax(logits / temperature); the sampler's log-probs are taken before "
-                "top-k/top-p truncation, as the learner recomputes them, so the importance ratio "
-                "would not be that of the distribution actually sampled from. Use top_k=0 and "
-                "top_p=1.0 for training (evaluation and launch/sample.py may still use them)")
-    for stage in stages:
-        if stage.training_context == "drop":
-            raise invalid(
-                f"config.seet.stage{stage.stage}", "training_context", "drop",
-                f"with learner.algorithm={algorithm!r}: a dropped attempt stays in the sampler's context "
-                "but not in the training row, so the sampler's log-probs of every later reply (the "
-                "importance ratio's denominator) are conditioned on a context the learner never sees. Use "
-                "'mask' (the attempt stays in the row without loss) or a loss without importance ratios "
-                "(learner.algorithm='dpo')")
 
 
 # Counts and periods: (field, smallest value, what the smallest means when it is 0).

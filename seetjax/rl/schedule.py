@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import ml_collections
+
+from seetjax.config.fields import as_dataclass
 from seetjax.errors import invalid, require, require_int
 
 SCHEDULES = ("sync", "async")
+FIELDS = ("schedule", "max_staleness", "sampler_devices")  # of a run config's rollout section
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,3 +43,10 @@ class ScheduleConfig:
                           f"each step's update is learner.mini_batches={mini_batches} versions: "
                           f"with schedule='async' it must be at least {mini_batches}, or no "
                           "rollout could start before the update it would overlap")
+
+
+def schedule_of(rollout: ml_collections.ConfigDict) -> ScheduleConfig:
+    """The schedule fields of a run config's `rollout` section (absent in configs saved before
+    them: "sync")."""
+    fields = {k: rollout[k] for k in FIELDS if k in rollout}
+    return as_dataclass(ScheduleConfig, fields, "rollout")
