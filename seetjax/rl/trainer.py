@@ -45,10 +45,7 @@ from seetjax.report.console import say
 from seetjax.report.metrics import MetricsWriter
 from seetjax.report.plots import plot_curves, read_metrics
 from seetjax.rl.alarms import Alarms, call_counts
-from seetjax.rl.async_rollouts import (
-    check_devices,
-    split_devices,
-)
+from seetjax.rl.async_rollouts import check_devices, split_devices
 from seetjax.rl.config import build_plan
 from seetjax.rl.evals import RunEvaluations, greedy_policy
 from seetjax.rl.milestones import Milestone, first_per_category
@@ -177,10 +174,12 @@ class TrainRun:
         model = start_model(model_path, config.model, seed=config.seed,
                             value_head=plan.learner.term("value") is not None)
         sample, learn = split_devices(plan.schedule.sampler_devices)
-        learner, state = create_learner(model, plan.learner, seed=config.seed, mesh=learn and (
-            mesh_from_config(plan.learner.mesh, learn)))
-        self.policies = PolicyStates(learner, state, plan.param_roles,
-                                     sample_mesh=sample and sharding.make_mesh(devices=sample))
+        learner, state = create_learner(
+            model, plan.learner, seed=config.seed,
+            mesh=mesh_from_config(plan.learner.mesh, learn) if learn else None)
+        self.policies = PolicyStates(
+            learner, state, plan.param_roles,
+            sample_mesh=sharding.make_mesh(devices=sample) if sample else None)
         self.sampler = Sampler(learner.model(state), pad_id=self.tokenizer.pad_id,
                                mesh=self.policies.sample_mesh)
         self.pool = AnchorPool(config.seet.anchors.capacity, config.seet.anchors.max_age or None)
