@@ -175,7 +175,9 @@ def take_snapshot(policies: PolicyStates, done: int, stage: StageConfig,
                   progress: float) -> Snapshot:
     """The shared set's weights after `done` steps, copied where the sampler runs (the
     learner's own arrays are donated to its next update), checked against the learner's."""
-    params = jax.tree.map(jnp.copy, policies.sampling_params())
+    params = policies.sampling_params()
+    if policies.sample_mesh is policies.learner.mesh:  # else already copied to the sampler's
+        params = jax.tree.map(jnp.copy, params)
     state = policies.state(SHARED)
     mismatch = float(params_checksum(params) != learner_checksum(policies.learner, state))
     return Snapshot(done, params, int(state.step), mismatch, stage, progress)
