@@ -123,7 +123,7 @@ class DecodeBench:
         return self.sampler._decode.lower(
             self.params, jax.eval_shape(lambda: self.state(slots)), jax.random.key(0), self.max_new,
             self.stops,
-            sampling=sampling, num_steps=self.steps).compile()
+            sampling=sampling, num_steps=self.steps, window=slots).compile()
 
     def decoder(self, compiled, slots: int) -> Callable[[], None]:
         """One call of a compiled decode program (`new` steps), waited for. The program donates

@@ -175,7 +175,8 @@ def check_prefill(cfg: ModelConfig, memory: MemoryPlan, mesh: Mesh
     chunk = prefill_chunk(cfg, rows, slots)
     tokens = rows_array(mesh, (rows, chunk), jnp.int32)
     valid = rows_array(mesh, (rows, chunk), jnp.bool_)
-    compiled, peak = compile_with_peak(sampler._prefill.lower(params, state, tokens, valid))
+    compiled, peak = compile_with_peak(sampler._prefill.lower(params, state, tokens, valid,
+                                                              window=slots))
     return compiled, peak, {"rows": rows, "slots": slots, "chunk": chunk}
 
 
@@ -189,7 +190,8 @@ def check_decode(cfg: ModelConfig, plan: Plan, memory: MemoryPlan, mesh: Mesh
     rng = jax.ShapeDtypeStruct((2,), jnp.uint32)
     compiled, peak = compile_with_peak(sampler._decode.lower(
         params, state, rng, rows_array(mesh, (rows,), jnp.int32),
-        rows_array(mesh, (rows, 1), jnp.int32), sampling=SamplingParams(), num_steps=steps))
+        rows_array(mesh, (rows, 1), jnp.int32), sampling=SamplingParams(), num_steps=steps,
+        window=slots))
     return compiled, peak, {"rows": rows, "slots": slots, "steps": steps}
 
 

@@ -173,8 +173,9 @@ class Attention(nnx.Module):
 
     def __call__(self, x: Array, positions: Array, mask: Array,
                  kv: tuple[Array, Array, Array] | None = None) -> tuple[Array, tuple[Array, Array]]:
-        """x: [B, T, H]; mask: [B, T, S] bool. With `kv` = (keys, values, lengths) row b's new keys
-        and values are written from slot lengths[b] on and attention runs over all S slots."""
+        """x: [B, T, H]; mask: [B, T, W] bool. With `kv` = (keys, values, lengths) row b's new keys
+        and values are written from slot lengths[b] on and attention runs over the cache's first
+        W slots (the window `Transformer.hidden_states` was given: all slots by default)."""
         cfg = self.config
         b, t, _ = x.shape
         q = self.q_proj(x).reshape(b, t, cfg.num_heads, cfg.head_dim)
@@ -193,7 +194,8 @@ class Attention(nnx.Module):
             # [B, T, K, D] -> keys [B, K, D, T], values [B, K, T, D]
             k = _write_rows(cache_k, k.transpose(0, 2, 3, 1), lengths, KVCache.KEY_SLOT_AXIS)
             v = _write_rows(cache_v, v.transpose(0, 2, 1, 3), lengths, KVCache.VALUE_SLOT_AXIS)
-            out = cached_attention(q, k, v, mask)
+            w = mask.shape[-1]
+            out = cached_attention(q, k[..., :w], v[:, :, :w], mask)
         return self.o_proj(out.reshape(b, t, -1)), (k, v)
 
 
@@ -303,18 +305,23 @@ class Transformer(nnx.Module):
                            if cfg.value_head else None)
 
     def hidden_states(self, tokens: Array, positions: Array, attention_mask: Array,
-                      cache: KVCache | None = None) -> tuple[Array, KVCache | None]:
+                      cache: KVCache | None = None, *, window: int = 0
+                      ) -> tuple[Array, KVCache | None]:
         """Final-normed hidden states [B, T, H].
 
         Without a cache `attention_mask` holds segment ids. With one it marks which of the new
         tokens are real; they must come first in each row (right padding), and each row's cache
-        length grows by their count.
+        length grows by their count. `window` (static; 0: all the cache's slots) bounds the slots
+        attention reads to the first `window`: the caller's promise that every row's new tokens
+        land below it (lengths + T <= window). Slots past every row's tokens are masked anyway,
+        but their scores cost as much as real ones (docs/performance.md#attention-window).
         """
         x = self.embed_tokens(tokens)
         if cache is None:
             mask = segment_mask(attention_mask)
         else:
-            mask = cache_mask(cache.lengths, tokens.shape[1], cache.slots)
+            slots = min(window, cache.slots) if window else cache.slots
+            mask = cache_mask(cache.lengths, tokens.shape[1], slots)
         keys, values = [], []
         for i, layer in enumerate(self.layers):
             if cache is not None:

@@ -63,25 +63,35 @@ def bucket(n: int, minimum: int = 1) -> int:
     return 1 << (max(n, minimum) - 1).bit_length()
 
 
-def _advance(model: Transformer, state: DecodeState, tokens: Array, valid: Array) -> DecodeState:
+def window_for(longest: int, new: int, slots: int, minimum: int) -> int:
+    """The cache slots attention must read for `new` tokens after a longest row of `longest`:
+    a power of two (few programs), at least `minimum`, at most the cache's `slots`
+    (`Transformer.hidden_states`'s window)."""
+    return min(slots, bucket(longest + new, minimum))
+
+
+def _advance(model: Transformer, state: DecodeState, tokens: Array, valid: Array,
+             window: int = 0) -> DecodeState:
     """Appends tokens [B, T] to every row, the first valid.sum(1) of each row being real;
-    the logits follow each row's last new token (rows with none keep theirs)."""
+    the logits follow each row's last new token (rows with none keep theirs). Attention reads
+    the cache's first `window` slots (0: all)."""
     count = valid.astype(jnp.int32).sum(axis=1)
     positions = state.cache.lengths[:, None] + jnp.arange(tokens.shape[1])[None, :]
-    hidden, cache = model.hidden_states(tokens, positions, valid.astype(jnp.int32), state.cache)
+    hidden, cache = model.hidden_states(tokens, positions, valid.astype(jnp.int32), state.cache,
+                                        window=window)
     last = jnp.maximum(count - 1, 0)
     logits = model.logits(jnp.take_along_axis(hidden, last[:, None, None], axis=1)[:, 0])
     return DecodeState(cache=cache, logits=jnp.where(count[:, None] > 0, logits, state.logits))
 
 
 def _prefill(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState, tokens: Array,
-             valid: Array) -> DecodeState:
-    return _advance(nnx.merge(graphdef, params), state, tokens, valid)
+             valid: Array, *, window: int) -> DecodeState:
+    return _advance(nnx.merge(graphdef, params), state, tokens, valid, window)
 
 
 def _decode(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState, rng: Array,
             max_new: Array, stop_ids: Array, *, sampling: SamplingParams, num_steps: int,
-            pad_id: int) -> tuple[DecodeState, Array, Array, Array, Array]:
+            window: int, pad_id: int) -> tuple[DecodeState, Array, Array, Array, Array]:
     model = nnx.merge(graphdef, params)
     batch = max_new.shape[0]
 
@@ -100,7 +110,7 @@ def _decode(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState, rng: 
         count = count + live
         hit_stop = live & jnp.any(token[:, None] == stop_ids, axis=1)
         # The sampled token enters the cache too, so the next turn extends a complete sequence.
-        state = _advance(model, state, token[:, None], live[:, None])
+        state = _advance(model, state, token[:, None], live[:, None], window)
         done = done | hit_stop | (count >= max_new)
         return step + 1, state, rng, done, count, stopped | hit_stop, tokens, logprobs
 
@@ -148,9 +158,11 @@ class Sampler:
         self.min_slots, self.min_steps = min_slots, min_steps
         self.max_score_bytes = max_score_bytes
         self._config = model.config
-        self._prefill = jax.jit(functools.partial(_prefill, graphdef), donate_argnums=(1,))
+        self._prefill = jax.jit(functools.partial(_prefill, graphdef),
+                                static_argnames=("window",), donate_argnums=(1,))
         self._decode = jax.jit(functools.partial(_decode, graphdef, pad_id=self.pad_id),
-                               static_argnames=("sampling", "num_steps"), donate_argnums=(1,))
+                               static_argnames=("sampling", "num_steps", "window"),
+                               donate_argnums=(1,))
         self._take_rows = jax.jit(_take_rows)
 
     def compile_count(self) -> int:
@@ -188,7 +200,8 @@ class Sampler:
                 tokens[i, :len(piece)] = piece
                 valid[i, :len(piece)] = True
             state = self._reserve(state, length, cached)
-            state = self._prefill(params, state, self._rows_array(tokens), self._rows_array(valid))
+            state = self._prefill(params, state, self._rows_array(tokens), self._rows_array(valid),
+                                  window=self.window(cached, length, state))
         return SequenceBatch(state=state, size=seqs.size)
 
     def generate(self, params: nnx.State, seqs: SequenceBatch, rng: Array,
@@ -209,10 +222,12 @@ class Sampler:
         for i, s in enumerate(per_row):
             stops[i, :len(s)] = s
         num_steps = bucket(int(max_new.max(initial=0)), self.min_steps)
-        state = self._reserve(seqs.state, num_steps, _longest(seqs.state))
+        longest = _longest(seqs.state)
+        state = self._reserve(seqs.state, num_steps, longest)
         state, tokens, logprobs, count, stopped = self._decode(
             params, state, rng, self._rows_array(max_new), self._rows_array(stops),
-            sampling=sampling, num_steps=num_steps)
+            sampling=sampling, num_steps=num_steps,
+            window=self.window(longest, num_steps, state))
         tokens, logprobs, count, stopped = jax.device_get((tokens, logprobs, count, stopped))
         completions = [Completion(tokens=tokens[i, :count[i]].tolist(),
                                   logprobs=logprobs[i, :count[i]].tolist(),
@@ -231,14 +246,19 @@ class Sampler:
             state = jax.device_put(state, self._state_shardings(state))
         return SequenceBatch(state=state, size=len(rows))
 
+    def window(self, longest: int, new: int, state: DecodeState) -> int:
+        """The slots attention reads to append `new` tokens after a longest row of `longest`
+        (`window_for`): the cache's slots can be more (rows that ended, a pinned engine batch)."""
+        return window_for(longest, new, state.cache.slots, self.min_slots)
+
     def _chunk_size(self, state: DecodeState, cached: int) -> int:
         """The next prompt chunk's length: the largest power of two from `max_chunk` down to
-        `min_chunk` whose scores against the cache it needs (its longest row holding `cached`
-        tokens) fit `max_score_bytes`."""
+        `min_chunk` whose scores against the slots it reads (its window, after the longest row's
+        `cached` tokens) fit `max_score_bytes`."""
         per_slot = state.logits.shape[0] * self._config.num_heads * 4  # f32 per query token
         size = self.max_chunk
-        while size > self.min_chunk and per_slot * size * max(
-                state.cache.slots, bucket(cached + size, self.min_slots)) > self.max_score_bytes:
+        while size > self.min_chunk and per_slot * size * bucket(
+                cached + size, self.min_slots) > self.max_score_bytes:
             size //= 2
         return size
 

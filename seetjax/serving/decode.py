@@ -55,12 +55,14 @@ def _sample_rows(logits: Array, keys: Array, temperature: Array, top_p: Array, t
     return tokens, chosen, top_ids.astype(jnp.int32), top_lps
 
 
-def _advance(model: Transformer, state: DecodeState, token: Array, live: Array) -> DecodeState:
+def _advance(model: Transformer, state: DecodeState, token: Array, live: Array,
+             window: int) -> DecodeState:
     """Appends one token per live row (the sampler's decode step: the sampled token enters the
-    cache, so the cache always holds every token of the row)."""
+    cache, so the cache always holds every token of the row); attention reads the first
+    `window` slots."""
     positions = state.cache.lengths[:, None]
     hidden, cache = model.hidden_states(token[:, None], positions, live[:, None].astype(jnp.int32),
-                                        state.cache)
+                                        state.cache, window=window)
     logits = model.logits(hidden[:, 0])
     return DecodeState(cache=cache, logits=jnp.where(live[:, None], logits, state.logits))
 
@@ -69,8 +71,9 @@ def decode_chunk(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState, 
                   generated: Array, budget: Array, stop_ids: Array, temperature: Array,
                   top_p: Array, top_k: Array, wanted: Array,
                   constraint: tuple[Array, Array] | None = None, *,
-                  num_steps: int, num_top: int, pad_id: int):
+                  num_steps: int, num_top: int, window: int, pad_id: int):
     """Up to `num_steps` tokens per row; row b takes at most budget[b] and stops at a stop id.
+    Attention reads the cache's first `window` slots: every row decoding must end below it.
     The chunk ends early once `wanted` (a scalar) of the rows decoding have ended: the engine
     asks for that when queued requests wait for rows, so they join without waiting for the
     chunk's slowest row.
@@ -120,7 +123,7 @@ def decode_chunk(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState, 
         top_lps = top_lps.at[:, step].set(tlps)
         count = count + live
         hit_stop = live & jnp.any(token[:, None] == stop_ids, axis=1)
-        state = _advance(model, state, token, live)
+        state = _advance(model, state, token, live, window)
         done = done | hit_stop | (count >= budget)
         return (step + 1, state, done, count, stopped | hit_stop, tokens, logprobs, top_ids,
                 top_lps, fsm)
@@ -144,16 +147,20 @@ def resize_slots(state: DecodeState, slots: int) -> DecodeState:
 
 
 def insert_rows(big: DecodeState, small: DecodeState, src: Array, dst: Array) -> DecodeState:
-    """big's rows dst[i] = small's rows src[i] (dst out of range: dropped, for padding)."""
-    small_cache = small.cache.resize(big.cache.slots)
+    """big's rows dst[i] = small's rows src[i] for the leading entries whose dst is a row of
+    big (then padding: dst out of range). One row at a time, in place (big is donated): a
+    copy costs the rows copied, not the batch. A scatter of the padded index arrays gathered
+    and wrote every held row: 76 ms for one row into 32 rows x 2,048 slots (2-core CPU)."""
+    count = jnp.sum(dst < big.logits.shape[0])
+    slots = big.cache.slots
 
-    def put(b, s):
-        return b.at[dst].set(s[src], mode="drop")
+    def put(i, b: DecodeState) -> DecodeState:
+        row = jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, src[i], 1, axis=0), small)
+        row = row.replace(cache=row.cache.resize(slots))
+        return jax.tree.map(lambda x, r: jax.lax.dynamic_update_slice_in_dim(x, r, dst[i], axis=0),
+                            b, row)
 
-    cache = KVCache(keys=tuple(map(put, big.cache.keys, small_cache.keys)),
-                    values=tuple(map(put, big.cache.values, small_cache.values)),
-                    lengths=big.cache.lengths.at[dst].set(small.cache.lengths[src], mode="drop"))
-    return DecodeState(cache=cache, logits=big.logits.at[dst].set(small.logits[src], mode="drop"))
+    return jax.lax.fori_loop(0, count, put, big)
 
 
 def take_row(state: DecodeState, row: Array) -> DecodeState:

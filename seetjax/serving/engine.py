@@ -109,7 +109,8 @@ class Engine:
         graphdef = nnx.graphdef(model)
         pad_id = self.sampler.pad_id
         self._decode = jax.jit(functools.partial(decode_chunk, graphdef, pad_id=pad_id),
-                               static_argnames=("num_steps", "num_top"), donate_argnums=(1,))
+                               static_argnames=("num_steps", "num_top", "window"),
+                               donate_argnums=(1,))
         self.batch = RowBatch(self.sampler, chunk_steps)
         self._queue: collections.deque[RequestState] = collections.deque()
         self._lock = threading.Condition()
@@ -332,7 +333,7 @@ class Engine:
         x = self.batch.inputs(self.stop_ids, wanted)
         self.batch.state, tokens, logprobs, top_ids, top_lps, count, stopped = self._decode(
             self._params, self.batch.state, *map(jnp.asarray, x[:-1]), self.batch.constraint(),
-            num_steps=self.chunk_steps, num_top=x.num_top)
+            num_steps=self.chunk_steps, num_top=x.num_top, window=self.batch.window())
         tokens, logprobs, top_ids, top_lps, count, stopped = jax.device_get(
             (tokens, logprobs, top_ids, top_lps, count, stopped))
         self.stats.chunks += 1

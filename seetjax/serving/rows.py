@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from seetjax.sampling.sampler import Sampler, SequenceBatch, bucket
+from seetjax.sampling.sampler import Sampler, SequenceBatch, bucket, window_for
 from seetjax.serving.decode import insert_rows, pad_rows, resize_slots, take_row, take_rows
 from seetjax.serving.requests import MAX_TOP_LOGPROBS, ChoiceState
 from seetjax.serving.token_fsm import stack_tables
@@ -114,6 +114,13 @@ class RowBatch:
         slots = self.state.cache.slots
         if target > slots or (target * 2 <= slots and not self.pinned):
             self.state = self._resize(self.state, target)
+
+    def window(self) -> int:
+        """The slots the next decode chunk's attention reads: the longest live row's tokens and
+        a chunk, as a power of two (`window_for`), not every slot a pinned cache holds."""
+        longest = max((c.length for _, c in self.live), default=0)
+        return window_for(longest, self.chunk_steps, self.state.cache.slots,
+                          self.sampler.min_slots)
 
     @property
     def slots_wanted(self) -> int:

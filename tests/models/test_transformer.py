@@ -82,6 +82,32 @@ def test_kv_cache_rows_of_different_lengths(model):
     np.testing.assert_allclose(out[1, 0], logits(model, b[None], np.ones((1, 4)))[0, 3], atol=1e-5)
 
 
+@nnx.jit(static_argnames=("window",))
+def cached_hidden(model, tokens, cache, window):
+    positions = cache.lengths[:, None] + jnp.arange(tokens.shape[1])
+    return model.hidden_states(tokens, positions, jnp.ones_like(tokens), cache, window=window)
+
+
+def test_attention_window_reads_fewer_slots_and_changes_nothing(model):
+    """A cache of 64 slots holding 6 and 9 tokens: 4 new tokens need slots below 13, so a
+    window of 16 gives the hidden states and the cache of attention over all 64 slots; a
+    window too small for the new tokens does not (the test can fail)."""
+    rng = np.random.RandomState(3)
+    cache = KVCache.zeros(CFG, 2, 64)
+    prompt = jnp.asarray(rng.randint(0, 128, (2, 9)))
+    _, cache = forward(model, prompt, cache.lengths[:, None] + jnp.arange(9),
+                       jnp.asarray([[1] * 6 + [0] * 3, [1] * 9]), cache)
+    new = jnp.asarray(rng.randint(0, 128, (2, 4)))
+    full, full_cache = cached_hidden(model, new, cache, 0)
+    windowed, windowed_cache = cached_hidden(model, new, cache, 16)
+    np.testing.assert_allclose(windowed, full, atol=1e-5)
+    for a, b in zip(jax.tree.leaves(windowed_cache), jax.tree.leaves(full_cache)):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    short, _ = cached_hidden(model, new, cache, 8)  # row 1's new tokens sit in slots 9-12
+    assert not np.allclose(short[1], full[1], atol=1e-3)
+    np.testing.assert_allclose(short[0, :2], full[0, :2], atol=1e-5)  # slots 6, 7: inside
+
+
 @pytest.mark.parametrize("policy", ["full", "dots"])
 def test_remat_same_loss_and_gradients(policy):
     tokens = jnp.asarray(np.random.RandomState(3).randint(0, 128, (2, 8)))
