@@ -10,6 +10,7 @@ import transformers
 from seetjax.models import positions_from_mask
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.sampling import Sampler, SamplingParams
+from seetjax.sampling.sampler import fine_bucket
 
 GREEDY = SamplingParams(temperature=0.0)
 PROMPTS = [[5, 17, 300, 41, 9, 77, 12], [400, 3], [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]]
@@ -181,3 +182,10 @@ def test_sharded_sampling_matches_one_device(hf_llama_dir):
     keys = seqs.state.cache.keys[0]  # [rows, kv_heads, head_dim, slots]
     assert keys.sharding.spec == jax.sharding.PartitionSpec(("data", "fsdp"), "tensor")
     assert keys.shape[0] == 4  # 2 rows padded to a multiple of the 4-way batch split
+
+
+def test_fine_bucket_sizes_are_powers_of_two_or_three_quarters_of_one():
+    sizes = [fine_bucket(n, 16) for n in range(0, 600)]
+    assert sorted(set(sizes)) == [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768]
+    for n, size in enumerate(sizes):
+        assert size >= max(n, 16) and (size == 16 or size < 1.5 * n)  # a third apart at most
