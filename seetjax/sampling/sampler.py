@@ -296,8 +296,8 @@ class Sampler:
 
     def _reserve(self, state: DecodeState, more: int, longest: int) -> DecodeState:
         """Makes room for writing `more` slots after the longest row (`longest` tokens). The cache
-        grows to the next power of two as sequences grow: attention runs over all slots, so slots
-        are kept within 2x of the longest row rather than allocated up front."""
+        grows to the next power of two as sequences grow: memory and row copies follow the slots
+        held, so slots are kept within 2x of the longest row rather than allocated up front."""
         cache = state.cache
         if longest + more <= cache.slots:
             return state

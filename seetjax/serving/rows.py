@@ -108,7 +108,7 @@ class RowBatch:
 
     def fit_slots(self, needed: int) -> None:
         """Grows the batch's cache to hold `needed` slots per row, or, unpinned, shrinks it when
-        every live row fits in half of it (attention runs over all slots)."""
+        every live row fits in half of it (memory and row copies follow the slots held)."""
         needed = max([needed] + [c.length + self.chunk_steps for _, c in self.live])
         target = bucket(needed, self.sampler.min_slots)
         slots = self.state.cache.slots
