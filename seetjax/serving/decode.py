@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from seetjax.models.transformer import KVCache, Transformer
+from seetjax.models.transformer import Transformer
 from seetjax.sampling.next_token import inverse_cdf_sample
 from seetjax.sampling.sampler import DecodeState
 
