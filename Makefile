@@ -64,7 +64,7 @@ bench: install-test
 
 # On a lent GPU machine, from the repository root (no venv there: the image's python3, with the
 # wheels carried in .whl/), two calls of 7 minutes each: `make gpu-check` (two steps of the
-# scaled RL run), then `make gpu-check ARGS="--parts tests"` (the memory plan's programs, the
+# scaled RL run), then `make gpu-check ARGS="--parts checks"` (the memory plan's programs, the
 # update's MFU, the GPU tests); `--parts decode` for the decode step's anatomy and variants;
 # a row per part to BENCHMARKS.md, logs to $OUT (docs/performance.md, "On a GPU").
 # Its plumbing at tiny shapes on the CPU:

@@ -3,7 +3,7 @@ root, in two calls of 7 minutes each on one H100 (--budget-s, compilation includ
 the machine's start fit a session's 15 minutes of device time:
 
     python3 experiments/benchmarks/gpu_check.py                  # the scaled run (default)
-    python3 experiments/benchmarks/gpu_check.py --parts tests    # plan, MFU and tests, a second call
+    python3 experiments/benchmarks/gpu_check.py --parts checks   # plan, MFU and tests, a second call
     .venv/bin/python experiments/benchmarks/gpu_check.py --cpu-dry-run --parts all  # here
 
 Each part is a child process under its own time cap (and the budget left), in this order, so a
@@ -28,7 +28,7 @@ hang or a crash in one still leaves the others' figures:
   merged     the same with XLA's dot merger allowed up to 256 MB (gate and up projections,
              q/k/v: one matmul each): are the dense layers' small matmuls the loss?
 
---parts takes parts or the groups "figures" (wheels, scale), "tests" (wheels, plan, learner,
+--parts takes parts or the groups "figures" (wheels, scale), "checks" (wheels, plan, learner,
 tests), "decode" (wheels, anatomy, sampler, graphs, merged: the decode step's next questions)
 and "all". The caps are
 what the parts took on an H100 (2026-11-27, two sessions) with room: an RL step of the scaled run
@@ -80,12 +80,13 @@ XLA_VARIANTS = {
 # Two calls that fit one session's 15 minutes of device time with the machine's start: the
 # scaled run alone, then the plan, the MFU and the tests (the budget cuts the tests first). The
 # decode figures were measured twice alike (2026-11-27): rerun them after a change to decoding.
-GROUPS = {"figures": ["wheels", "scale"], "tests": ["wheels", "plan", "learner", "tests"],
+GROUPS = {"figures": ["wheels", "scale"], "checks": ["wheels", "plan", "learner", "tests"],
           "decode": ["wheels", "anatomy", "sampler", *XLA_VARIANTS], "all": list(CAPS)}
 
 
-def part_commands(dry: bool, workdir: Path) -> dict[str, tuple[list[str], str]]:
-    """Each part's command and the setting its row names; tiny shapes under --cpu-dry-run."""
+def part_commands(dry: bool, workdir: Path, workers: int = 8) -> dict[str, tuple[list[str], str]]:
+    """Each part's command and the setting its row names; tiny shapes under --cpu-dry-run;
+    `workers` pytest processes share the GPU in the tests part."""
     py = sys.executable
     bench = "experiments/benchmarks"
     wheels = sorted(str(p) for p in (ROOT / ".whl").glob("*.whl"))
@@ -123,9 +124,12 @@ def part_commands(dry: bool, workdir: Path) -> dict[str, tuple[list[str], str]]:
         "anatomy": (anatomy, " ".join(anatomy[2:]).replace(str(workdir), "$TMP")),
         "plan": (plan, " ".join(plan[2:]).replace(str(workdir), "$TMP")),
         # Dry run: the packages' tests are collected, not run (hundreds of CPU compilations).
-        # -v -v: a line per test as it ends, so a run cut off at its cap still tells what passed.
-        "tests": ([*pytest, "-rfEs", *(["--collect-only"] if dry else ["-v", "-v", "-n", "8"]),
-                   *TESTS], " ".join(TESTS) + (" (collected only: dry run)" if dry else ", -n 8")),
+        # -v -v: a line per test as it ends, so a run cut off at its cap still tells what passed;
+        # --durations: which tests the GPU's compilations make slow.
+        "tests": ([*pytest, "-rfEs", *(["--collect-only"] if dry else
+                                       ["-v", "-v", "--durations=25", "-n", str(workers)]),
+                   *TESTS],
+                  " ".join(TESTS) + (" (collected only: dry run)" if dry else f", -n {workers}")),
         "scale": (scale, " ".join(scale[2:]).replace(str(workdir), "$TMP")),
     }
 
@@ -260,6 +264,8 @@ def main() -> None:
                         help="every part at tiny shapes on the CPU; rows to a copy of "
                              "BENCHMARKS.md")
     parser.add_argument("--budget-s", type=float, default=420, help="for all parts together")
+    parser.add_argument("--workers", type=int, default=8,
+                        help="pytest processes sharing the GPU in the tests part (16 cores there)")
     parser.add_argument("--parts", default="figures",
                         help=f"comma-separated parts {list(CAPS)} or groups {list(GROUPS)}")
     parser.add_argument("--benchmarks", type=Path, help=f"table to append to (default {BENCHMARKS}"
@@ -275,7 +281,7 @@ def main() -> None:
     if dry and not args.benchmarks:
         shutil.copy(BENCHMARKS, benchmarks)
     env = child_env(dry, workdir)
-    commands = part_commands(dry, workdir)
+    commands = part_commands(dry, workdir, args.workers)
     results: dict[str, dict] = {}
     device, version = None, None
     for name in parts:
