@@ -15,10 +15,12 @@ With `--compare` the same batches are played in lock step (`RolloutConfig.mode="
 `SamplerPolicy`) and through the serving engine (`mode="engine"`, `EnginePolicy`: episodes
 advance independently, issue 43), alternating which goes first: episodes/s of each, the speed-up
 and decoding's idle share of each (engine: its chunk is the config's decode_chunk, its rows all
-the batch's episodes; its idle share counts every row it holds, free and padding rows too, lock
-step's the rows of each call), and the programs each mode compiled during the timed batches
-(shapes the warm-up batch did not meet). `--max-reply-tokens N` is the long-reply setting:
-replies up to N tokens, turns up to 3N, episodes up to max(the config's cap, 4N + 1024).
+the batch's episodes; its idle share counts every row a chunk computes, padding rows too, lock
+step's the rows of each call), the programs each mode compiled during the timed batches
+(shapes the warm-up batch did not meet), and the rates without the seconds spent compiling
+them (jax's compile events: a training run compiles each shape once). `--max-reply-tokens N`
+is the long-reply setting: replies up to N tokens, turns up to 3N, episodes up to max(the
+config's cap, 4N + 1024).
 
 With `--learner` the timed batches become the learner's input instead, as a training step builds
 it (`trajectory_batch`: the run's row length and counterfactual pairs), and the run config's
@@ -175,12 +177,16 @@ def compare(args, plan, model, tokenizer, sampler, tasks, stage, model_dir, thre
 
     compiled = {m: 0 for m in modes}  # programs compiled during the timed batches
     by_program: dict[str, int] = {}  # the engine's, by jitted function
+    compiling = [0.0]  # seconds spent tracing, lowering and compiling programs so far
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, **_: compiling.__setitem__(0, compiling[0] + seconds)
+        if event.startswith("/jax/core/compile/") else None)
 
     def batch(mode: str, i: int):
         policy = (EnginePolicy(engine, plan.sampling, i) if mode == "engine" else
                   SamplerPolicy(sampler, nnx.state(model), plan.sampling, tokenizer.stop_ids,
                                 jax.random.key(i)))
-        programs = engine.compile_counts()  # the sampler's included
+        programs, compiled_s = engine.compile_counts(), compiling[0]  # the sampler's included
         start = time.perf_counter()
         result = rollouts[mode](tasks[i * args.tasks:(i + 1) * args.tasks], policy, stage,
                                 progress=0.5, step=i, seed=i)
@@ -189,7 +195,7 @@ def compare(args, plan, model, tokenizer, sampler, tasks, stage, model_dir, thre
             compiled[mode] += n - programs[name]
             if mode == "engine":
                 by_program[name] = by_program.get(name, 0) + n - programs[name]
-        return seconds, result
+        return seconds, result, compiling[0] - compiled_s
 
     for i in range(args.warmup):
         for mode in modes:
@@ -201,14 +207,24 @@ def compare(args, plan, model, tokenizer, sampler, tasks, stage, model_dir, thre
         for mode in modes if i % 2 == 0 else modes[::-1]:
             runs[mode].append(batch(mode, i + 1))
     engine.stop()
-    rates = {m: summary([s for s, _ in runs[m]], [len(r.episodes) for _, r in runs[m]])
+    rates = {m: summary([s for s, _, _ in runs[m]], [len(r.episodes) for _, r, _ in runs[m]])
              for m in modes}
-    idle = {m: statistics.median(r.times.metrics()["idle_share"] for _, r in runs[m])
+    # A training run compiles each shape once (and keeps it in the persistent cache): the
+    # same batches without the seconds spent compiling shapes the warm-up did not meet.
+    steady = {m: summary([s - c for s, _, c in runs[m]], [len(r.episodes) for _, r, _ in runs[m]])
+              for m in modes}
+    idle = {m: statistics.median(r.times.metrics()["idle_share"] for _, r, _ in runs[m])
             for m in modes}
     ratio = f"{rates['engine'].rate / rates['lockstep'].rate:.2f}x"
-    paired = ", ".join(f"{a / b:.2f}x" for (a, _), (b, _) in zip(runs["lockstep"], runs["engine"]))
+    paired = ", ".join(f"{a / b:.2f}x" for (a, *_), (b, *_) in zip(runs["lockstep"],
+                                                                   runs["engine"]))
     ratio += f" (batches: {paired})"  # the same tasks in both modes: each batch's own speed-up
-    tokens = {m: statistics.median(r.times.reply_tokens / s for s, r in runs[m]) for m in modes}
+    ratio += (f"; without compiling {steady['engine'].rate / steady['lockstep'].rate:.2f}x ("
+              f"{steady['lockstep'].rate:.2f} / {steady['engine'].rate:.2f} episodes/s; "
+              f"compiling {sum(c for *_, c in runs['lockstep']):.1f} / "
+              f"{sum(c for *_, c in runs['engine']):.1f} s)")
+    tokens = {m: statistics.median(r.times.reply_tokens / s for s, r, _ in runs[m])
+              for m in modes}
     print(f"episodes/s: lock step {rates['lockstep'].rate:.2f}, engine "
           f"{rates['engine'].rate:.2f} ({ratio}); generated tok/s {tokens['lockstep']:,.0f} / "
           f"{tokens['engine']:,.0f}; idle share of decoding {idle['lockstep']:.0%} / "

@@ -14,6 +14,10 @@ it to fit (`rows_wanted`), not at the chunk's slowest row.
 
 If the batched prefill fails, each request is prefilled alone, so only a request that fails
 alone fails (a prompt too big for the device, say) and the others are admitted.
+
+A batch pinned for a rollout prefills its one-choice requests in its own rows instead
+(`prefill_in_rows`): an episode's next prompt in the row where its conversation so far is
+parked, computing only its new tokens.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from flax import nnx
 from seetjax.sampling.sampler import SequenceBatch
 from seetjax.serving.prefix_cache import PrefixCache
 from seetjax.serving.requests import RequestState
+from seetjax.serving.rows import RowBatch
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +81,48 @@ def prefill_requests(prefixes: PrefixCache, params: nnx.State, version: int,
         else:
             ready.append(request)
     return _prefill(prefixes, params, version, ready, slots) if ready else []
+
+
+def prefill_in_rows(batch: RowBatch, params: nnx.State, version: int,
+                    requests: Sequence[RequestState], min_tokens: int) -> list[RequestState]:
+    """One-choice requests prefilled in rows of a pinned `batch`, together: each in the parked
+    row holding the longest prefix of its prompt (at least `min_tokens`), or in a free row
+    (`RowBatch.claim`, `RowBatch.prefill`); identical prompts (a rollout group's first turn)
+    are prefilled once and the row copied. Their choices then decode there. Returns the
+    requests admitted (one whose settings fail gets an ErrorEvent); if the prefill raises,
+    they are failed and the error raised (the batch's buffers may be gone)."""
+    ready = []
+    for request in requests:
+        try:
+            request.make_choices()
+        except Exception as e:  # noqa: BLE001 - a setting the dtypes cannot hold: this one fails
+            _fail(request, e)
+        else:
+            ready.append(request)
+    if not ready:
+        return []
+    first: dict[tuple[int, ...], int] = {}  # a prompt -> its first request
+    for i, request in enumerate(ready):
+        first.setdefault(tuple(request.handle.prompt), i)
+    unique = [ready[i].handle.prompt for i in first.values()]
+    claims = dict(zip(first.values(), batch.claim(unique, version, min_tokens)))
+    repeats = [i for i in range(len(ready)) if i not in claims]
+    rows = [row for row, _ in claims.values()]
+    try:
+        copies = batch.free_rows(len(repeats), keep=rows)
+        batch.prefill(params, rows, [n for _, n in claims.values()], unique)
+        if repeats:
+            batch.copy([claims[first[tuple(ready[i].handle.prompt)]][0] for i in repeats],
+                       copies)
+    except Exception as e:
+        for request in ready:
+            request.handle._finish(None, f"{type(e).__name__}: {e}")
+        raise
+    claims.update((i, (row, len(ready[i].handle.prompt))) for i, row in zip(repeats, copies))
+    for i, request in enumerate(ready):
+        row, request.cached_tokens = claims[i]
+        batch.choices[row] = request.choices[0]
+    return ready
 
 
 def _fail(request: RequestState, error: Exception) -> None:

@@ -140,6 +140,51 @@ def decode_chunk(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState, 
     return state, tokens, logprobs, top_ids, top_lps, count, stopped
 
 
+def decode_rows(graphdef: nnx.GraphDef, params: nnx.State, state: DecodeState, rows: Array,
+                *args, num_steps: int, num_top: int, window: int, pad_id: int):
+    """`decode_chunk` over the held rows `rows` [R] of `state` alone (entries >= the rows held:
+    padding, idle), the per-row arguments given for those R rows. Their first `window` slots
+    are gathered into a batch of R rows, decoded, and written back in place (`state` donated):
+    a step's work follows the rows decoding, not the rows held. On 2 CPU cores a step of the
+    embedded base model at 1,024 slots took ~37 ms for 32 rows and ~5.5 ms for 8, and a
+    rollout's engine often decodes a few rows of 32 (the others wait for their environment)."""
+    small, *out = decode_chunk(graphdef, params, gather_rows(state, rows, slots=window), *args,
+                               num_steps=num_steps, num_top=num_top, window=window,
+                               pad_id=pad_id)
+    return (write_rows(state, small, rows), *out)
+
+
+def gather_rows(state: DecodeState, rows: Array, lengths: Array | None = None, *,
+                slots: int) -> DecodeState:
+    """Rows `rows` [R] of `state` (entries out of range: a copy of the last row, as padding) with
+    their first `slots` slots; with `lengths` [R], each keeps only that many cached tokens."""
+    safe = jnp.minimum(rows, state.logits.shape[0] - 1)
+    cache = state.cache
+    return DecodeState(
+        cache=cache.replace(keys=tuple(k[safe, :, :, :slots] for k in cache.keys),
+                            values=tuple(v[safe, :, :slots, :] for v in cache.values),
+                            lengths=cache.lengths[safe] if lengths is None else lengths),
+        logits=state.logits[safe])
+
+
+def write_rows(big: DecodeState, small: DecodeState, rows: Array) -> DecodeState:
+    """big's row rows[i] = small's row i, for the entries that are rows of big (the others:
+    padding), in place (big donated); small's slots overwrite the row's leading slots (those
+    past big's are dropped: no row's tokens reach them)."""
+    held, slots = big.logits.shape[0], big.cache.slots
+    if small.cache.slots > slots:
+        small = small.replace(cache=small.cache.resize(slots))
+
+    def put(i, b: DecodeState) -> DecodeState:
+        def write(x: Array, piece: Array) -> Array:
+            piece = jax.lax.dynamic_slice_in_dim(piece, i, 1, axis=0)
+            return jax.lax.dynamic_update_slice(x, piece, (rows[i],) + (0,) * (x.ndim - 1))
+        return jax.tree.map(write, b, small)
+
+    # Rows first, padding after (callers' order), so the loop stops at the first padding entry.
+    return jax.lax.fori_loop(0, jnp.sum(rows < held), put, big)
+
+
 def resize_slots(state: DecodeState, slots: int) -> DecodeState:
     """The cache with `slots` slots per row (padded with zeros, or cut: callers only cut slots
     no live row uses)."""

@@ -50,8 +50,13 @@ from seetjax.errors import invalid, require
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.models.transformer import Transformer
 from seetjax.sampling.sampler import Sampler
-from seetjax.serving.admission import prefill_requests, rows_wanted, take_fitting
-from seetjax.serving.decode import decode_chunk
+from seetjax.serving.admission import (
+    prefill_in_rows,
+    prefill_requests,
+    rows_wanted,
+    take_fitting,
+)
+from seetjax.serving.decode import decode_chunk, decode_rows
 from seetjax.serving.prefix_cache import PrefixCache
 from seetjax.serving.release import release
 from seetjax.serving.requests import (
@@ -111,6 +116,9 @@ class Engine:
         self._decode = jax.jit(functools.partial(decode_chunk, graphdef, pad_id=pad_id),
                                static_argnames=("num_steps", "num_top", "window"),
                                donate_argnums=(1,))
+        self._decode_rows = jax.jit(functools.partial(decode_rows, graphdef, pad_id=pad_id),
+                                    static_argnames=("num_steps", "num_top", "window"),
+                                    donate_argnums=(1,))
         self.batch = RowBatch(self.sampler, chunk_steps)
         self._queue: collections.deque[RequestState] = collections.deque()
         self._lock = threading.Condition()
@@ -177,7 +185,7 @@ class Engine:
         """`compile_count` by jitted function (the sampler's prefill and decode, the decode
         chunk, the row surgery of the batch and the prefix cache)."""
         counts = {"sampler": self.sampler.compile_count()}
-        for f in (self._decode, *self.batch.jits, *self.prefixes.jits):
+        for f in (self._decode, self._decode_rows, *self.batch.jits, *self.prefixes.jits):
             name = getattr(f, "__name__", repr(f))
             counts[name] = counts.get(name, 0) + f._cache_size()
         return counts
@@ -309,9 +317,14 @@ class Engine:
         now = time.monotonic()
         for request in requests:
             request.admitted = now
+        if self.batch.pinned:  # a rollout's episodes: each prompt in its conversation's row
+            in_rows = [r for r in requests if r.handle.params.n == 1]
+            requests = [r for r in requests if r.handle.params.n != 1]
+            if in_rows:
+                self._count_admitted(prefill_in_rows(self.batch, self._params, self._version,
+                                                     in_rows, self.prefixes.min_tokens))
         for seqs, prompt_rows, admitted in prefill_requests(
                 self.prefixes, self._params, self._version, requests, self.batch.slots_wanted):
-            self.stats.prefills += 1
             longest = max(len(r.handle.prompt) for r in admitted)
             try:
                 self.batch.place(seqs, [i for i, r in zip(prompt_rows, admitted) for _ in r.choices],
@@ -321,8 +334,12 @@ class Engine:
                 for request in admitted:
                     request.handle._finish(None, f"{type(e).__name__}: {e}")
                 raise
-            self.stats.prompt_tokens += sum(len(r.handle.prompt) for r in admitted)
-            self.stats.cached_tokens += sum(r.cached_tokens for r in admitted)
+            self._count_admitted(admitted)
+
+    def _count_admitted(self, admitted: Sequence[RequestState]) -> None:
+        self.stats.prefills += 1
+        self.stats.prompt_tokens += sum(len(r.handle.prompt) for r in admitted)
+        self.stats.cached_tokens += sum(r.cached_tokens for r in admitted)
 
     def _decode_chunk(self) -> None:
         self.batch.fit_slots(0)
@@ -330,31 +347,40 @@ class Engine:
             head = self._queue[0].handle.params.n if self._queue else 0
         wanted = rows_wanted(head, self.active_rows, self.max_batch, len(self.batch.choices),
                              self.batching == "static")
-        x = self.batch.inputs(self.stop_ids, wanted)
-        self.batch.state, tokens, logprobs, top_ids, top_lps, count, stopped = self._decode(
-            self._params, self.batch.state, *map(jnp.asarray, x[:-1]), self.batch.constraint(),
-            num_steps=self.chunk_steps, num_top=x.num_top, window=self.batch.window())
+        rows = self.batch.decoding()
+        x = self.batch.inputs(self.stop_ids, wanted, rows)
+        args = (*map(jnp.asarray, x[:-1]), self.batch.constraint(rows))
+        static = dict(num_steps=self.chunk_steps, num_top=x.num_top, window=self.batch.window())
+        if rows is None:
+            out = self._decode(self._params, self.batch.state, *args, **static)
+        else:  # fewer rows decoding than held: only theirs are computed
+            out = self._decode_rows(self._params, self.batch.state, jnp.asarray(rows), *args,
+                                    **static)
+        self.batch.state, tokens, logprobs, top_ids, top_lps, count, stopped = out
         tokens, logprobs, top_ids, top_lps, count, stopped = jax.device_get(
             (tokens, logprobs, top_ids, top_lps, count, stopped))
         self.stats.chunks += 1
-        self.stats.row_steps += len(self.batch.choices) * int(count.max(initial=0))
+        decoded = len(self.batch.choices) if rows is None else len(rows)
+        self.stats.row_steps += decoded * int(count.max(initial=0))
         self.token_rate.record(int(count.sum()))
         now = time.monotonic()
+        position = self.batch.positions(rows)
         for row, choice in self.batch.live:
-            n = int(count[row])
+            i = position[row]
+            n = int(count[i])
             k = choice.request.handle.params.top_logprobs
             if choice.fsm_state >= 0:
                 choice.fsm_state = choice.request.handle.params.constraint.advance(
-                    choice.fsm_state, tokens[row, :n].tolist())
+                    choice.fsm_state, tokens[i, :n].tolist())
             if n and not any(c.tokens for c in choice.request.choices):
                 self.ttft.observe(now - choice.request.handle.submitted)
-            choice.tokens += tokens[row, :n].tolist()
-            choice.logprobs += logprobs[row, :n].tolist()
+            choice.tokens += tokens[i, :n].tolist()
+            choice.logprobs += logprobs[i, :n].tolist()
             choice.versions += [self._version] * n
-            choice.tops += [list(zip(top_ids[row, i, :k].tolist(), top_lps[row, i, :k].tolist()))
-                            for i in range(n)]
+            choice.tops += [list(zip(top_ids[i, j, :k].tolist(), top_lps[i, j, :k].tolist()))
+                            for j in range(n)]
             self.stats.completion_tokens += n
-            if stopped[row]:
+            if stopped[i]:
                 choice.finish = "stop"
             elif len(choice.tokens) >= choice.request.handle.params.max_tokens:
                 choice.finish = "length"
@@ -367,7 +393,10 @@ class Engine:
 
     def _finish_choice(self, choice: ChoiceState, row: int) -> None:
         request = choice.request
-        if choice.index == 0 and self.prefixes.max_tokens > 0:
+        if self.batch.pinned and len(request.choices) == 1:
+            # The conversation stays in its row for the episode's next turn.
+            self.batch.park(row, request.handle.prompt + choice.tokens, self._version)
+        elif choice.index == 0 and self.prefixes.max_tokens > 0:
             # The whole conversation as cached (prompt + reply): a client's next turn, its
             # tool results appended, reuses all of it.
             cached = request.handle.prompt + choice.tokens

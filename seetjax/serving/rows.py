@@ -4,10 +4,16 @@ as requests join and shrink as they leave, the cache's slots follow the longest 
 rollout, both keep to a few shapes: `RowBatch.pin`), prefilled rows are copied in, every row is
 recomputed under new weights, and the next chunk's per-row inputs (settings, stop ids, the
 constrained rows' automata) are gathered.
+
+A pinned batch keeps each finished conversation in its row ("parked", `park`): a rollout's
+episode comes back with that conversation and its tool results appended, and its next prompt is
+prefilled in that row, in place (`claim`, `prefill`): no copy of the row out to a prefix cache,
+into a prefill batch and back, and no fresh cache allocated per admission.
 """
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -17,7 +23,15 @@ import numpy as np
 from flax import nnx
 
 from seetjax.sampling.sampler import Sampler, SequenceBatch, bucket, window_for
-from seetjax.serving.decode import insert_rows, pad_rows, resize_slots, take_row, take_rows
+from seetjax.serving.decode import (
+    gather_rows,
+    insert_rows,
+    pad_rows,
+    resize_slots,
+    take_row,
+    take_rows,
+    write_rows,
+)
 from seetjax.serving.requests import MAX_TOP_LOGPROBS, ChoiceState
 from seetjax.serving.token_fsm import stack_tables
 
@@ -51,7 +65,10 @@ class RowBatch:
         self._take_row = jax.jit(take_row)
         self._take_rows = jax.jit(take_rows)
         self._pad_rows = jax.jit(pad_rows, static_argnums=(1,))
-        self.jits = (self._resize, self._insert, self._take_row, self._take_rows, self._pad_rows)
+        self._gather = jax.jit(gather_rows, static_argnames=("slots",))
+        self._write = jax.jit(write_rows, donate_argnums=(0,))
+        self.jits = (self._resize, self._insert, self._take_row, self._take_rows, self._pad_rows,
+                     self._gather, self._write)
         # The constrained rows' stacked automata on the device: (their ids, offsets, table).
         self._tables: tuple[tuple[int, ...], dict[int, int], jax.Array, list] | None = None
         self.floor, self.pinned = 1, False  # rows held at least, once grown; see `pin`
@@ -61,6 +78,9 @@ class RowBatch:
         """One free row, nothing cached."""
         self.state = self.sampler.empty(1).state
         self.choices: list[ChoiceState | None] = [None]
+        # Parked rows, oldest first: row -> (the tokens cached in it, their weight version).
+        self.parked: collections.OrderedDict[int, tuple[np.ndarray, int]] = (
+            collections.OrderedDict())
 
     @property
     def live(self) -> list[tuple[int, ChoiceState]]:
@@ -72,14 +92,14 @@ class RowBatch:
         return sum(c is not None for c in self.choices)
 
     def pin(self, rows: int) -> None:
-        """From the next growth on, grows to at least `rows` rows (a power of two), shrinks a
-        quarter at a time (`shrink`) and never lets the cache's slots shrink: a rollout, whose
-        episodes come and go all the time, then decodes in a few row and slot shapes, each
-        compiled once (a batch that follows its live rows compiled a program per row count,
-        slot count and inserted shape it met: 52-69 in a rollout's timed batches after one
-        warm-up, issue 43's profile). Takes effect lazily, on the decode thread. Prompts are
-        then prefilled at the batch's slots (`slots_wanted`), so that copying them in
-        compiles per row count only."""
+        """From the next growth on, grows to at least `rows` rows (a power of two), never shrinks
+        its rows or its cache's slots, and parks finished conversations in their rows (`park`):
+        a rollout, whose episodes come and go all the time, then holds one shape (a batch that
+        followed its live rows compiled a program per row count, slot count and inserted shape
+        it met: 52-69 in a rollout's timed batches after one warm-up, issue 43's profile), and a
+        decode chunk computes its live rows alone (`decoding`). Takes effect lazily, on the
+        decode thread. Prompts not prefilled in a row are prefilled at the batch's slots
+        (`slots_wanted`), so that copying them in compiles per row count only."""
         self.floor, self.pinned = max(self.floor, bucket(rows)), True
 
     def grow(self, needed: int) -> None:
@@ -93,14 +113,13 @@ class RowBatch:
 
     def shrink(self) -> None:
         """Moves the live rows to the front of a smaller batch once at most a quarter of the
-        held rows are live (the rest would be computed for nothing at every step); half of the
-        new batch stays free for newcomers. Pinned, the batch steps down a quarter at a time
-        (the floor, a quarter of it, ...: few shapes) and grows back to the floor."""
+        held rows are live (memory follows the rows held); half of the new batch stays free for
+        newcomers. A pinned batch keeps its rows (its parked conversations among them)."""
         live = [i for i, _ in self.live]
         held = len(self.choices)
-        if held == 1 or 4 * len(live) > held:
+        if held == 1 or 4 * len(live) > held or self.pinned:
             return
-        rows = max(1, held // 4 if self.pinned else bucket(2 * len(live)))
+        rows = bucket(2 * len(live))
         index = np.zeros((rows,), np.int32)
         index[:len(live)] = live
         self.state = self._take_rows(self.state, jnp.asarray(index))
@@ -132,12 +151,79 @@ class RowBatch:
               slots: int) -> None:
         """Copies row src[i] of `seqs` into a free row for `choices[i]` (the batch grown, and its
         cache to at least `slots` slots)."""
-        self.grow(self.active + len(src))
-        rows = [i for i, c in enumerate(self.choices) if c is None][:len(src)]
+        rows = self.free_rows(len(src))
         self.fit_slots(max(slots, seqs.state.cache.slots))
         self.insert(seqs, src, rows)
         for row, choice in zip(rows, choices):
             self.choices[row] = choice
+
+    def free_rows(self, k: int, keep: Sequence[int] = ()) -> list[int]:
+        """`k` rows neither live nor parked (nor in `keep`): the batch grown to hold them
+        besides the live rows (and `keep`), the oldest parked rows given up where too few are
+        free."""
+        self.grow(self.active + len(keep) + k)
+        free = [i for i, c in enumerate(self.choices)
+                if c is None and i not in self.parked and i not in keep]
+        while len(free) < k:
+            free.append(self.parked.popitem(last=False)[0])
+        return free[:k]
+
+    def park(self, row: int, tokens: Sequence[int], version: int) -> None:
+        """Keeps the finished conversation `tokens` (all of them cached in `row`, of weight
+        `version`) in its row for the episode's next turn (pinned batches)."""
+        self.parked[row] = (np.asarray(tokens, np.int32), version)
+
+    def claim(self, prompts: Sequence[Sequence[int]], version: int,
+              min_tokens: int) -> list[tuple[int, int]]:
+        """(row, tokens of it already cached) for each prompt: the parked row of `version`
+        holding the longest prefix of it (at least `min_tokens`, one token left to compute),
+        else a free row (`free_rows`) with none. A parked row serves one prompt: it is no
+        longer parked."""
+        found: list[tuple[int | None, int]] = []
+        for prompt in prompts:
+            query, best, best_row = np.asarray(prompt, np.int32), 0, None
+            for row, (tokens, tag) in self.parked.items():
+                m = min(len(tokens), len(query) - 1)
+                if m <= best or tag != version or any(row == r for r, _ in found):
+                    continue
+                same = tokens[:m] == query[:m]
+                common = m if same.all() else int(same.argmin())
+                if common > best:
+                    best, best_row = common, row
+            found.append((best_row, best) if best_row is not None and best >= min_tokens
+                         else (None, 0))
+        taken = [row for row, _ in found if row is not None]
+        for row in taken:
+            del self.parked[row]
+        free = iter(self.free_rows(sum(row is None for row, _ in found), keep=taken))
+        return [(next(free) if row is None else row, n) for row, n in found]
+
+    def prefill(self, params: nnx.State, rows: Sequence[int], cached: Sequence[int],
+                prompts: Sequence[Sequence[int]]) -> None:
+        """Row rows[i] holds prompts[i] afterwards: its first cached[i] tokens are kept (they
+        are the prompt's) and the rest computed, in one batched `extend` of those rows alone
+        (their leading slots gathered, then written back in place)."""
+        longest = max(len(p) for p in prompts)
+        self.fit_slots(longest + self.chunk_steps)
+        k = bucket(len(rows))
+        index = np.full((k,), len(self.choices), np.int32)  # out of range: padding
+        index[:len(rows)] = rows
+        lengths = np.zeros((k,), np.int32)
+        lengths[:len(rows)] = cached
+        slots = min(self.state.cache.slots, bucket(longest, self.sampler.min_slots))
+        small = self._gather(self.state, jnp.asarray(index), jnp.asarray(lengths), slots=slots)
+        chunks = [list(p[n:]) for p, n in zip(prompts, cached)] + [[]] * (k - len(rows))
+        seqs = self.sampler.extend(params, SequenceBatch(small, k), chunks)
+        self.state = self._write(self.state, seqs.state, jnp.asarray(index))
+
+    def copy(self, src: Sequence[int], dst: Sequence[int]) -> None:
+        """Row dst[i] becomes a copy of row src[i] (a rollout group's identical prompts,
+        prefilled once)."""
+        k = bucket(len(src))
+        index = np.full((2, k), len(self.choices), np.int32)
+        index[0, :len(src)], index[1, :len(dst)] = src, dst
+        rows = self._gather(self.state, jnp.asarray(index[0]), slots=self.state.cache.slots)
+        self.state = self._write(self.state, rows, jnp.asarray(index[1]))
 
     def insert(self, seqs: SequenceBatch, src: Sequence[int], rows: Sequence[int]) -> None:
         """Copies the cached rows `src[i]` of `seqs` into rows `rows[i]` (the batch's slots must
@@ -158,6 +244,7 @@ class RowBatch:
         """Every live row's cache recomputed from its tokens (prompt and sampled) under
         `params`: after a weight update no row decodes on from keys and values of the old
         weights."""
+        self.parked.clear()  # their keys and values are the old weights'
         live = self.live
         if not live:
             return
@@ -165,11 +252,25 @@ class RowBatch:
         self.fit_slots(seqs.state.cache.slots)
         self.insert(seqs, range(len(live)), [row for row, _ in live])
 
-    def inputs(self, stop_ids: Sequence[int], wanted: int) -> ChunkInputs:
+    def decoding(self) -> np.ndarray | None:
+        """The rows the next chunk decodes, when fewer than the rows held: the live rows, then
+        out-of-range padding (the held count) up to a power of two (`decode.decode_rows`);
+        None when that power of two is every held row (the whole batch decodes, no copy)."""
+        live = [row for row, _ in self.live]
+        held = len(self.choices)
+        rows = bucket(max(len(live), 1))
+        if rows >= held:
+            return None
+        return np.asarray(live + [held] * (rows - len(live)), np.int32)
+
+    def inputs(self, stop_ids: Sequence[int], wanted: int,
+               rows: np.ndarray | None = None) -> ChunkInputs:
         """The next chunk's per-row inputs: each live row's key, tokens so far, budget (at most
         a chunk, within its max_tokens), settings and stop ids (none with ignore_eos); the chunk
-        ends once `wanted` rows have ended."""
-        padded = self.state.logits.shape[0]
+        ends once `wanted` rows have ended. Entry i is held row rows[i] (`decoding`), or row i
+        without `rows`."""
+        position = self.positions(rows)
+        padded = self.state.logits.shape[0] if rows is None else len(rows)
         keys = np.zeros((padded, 2), np.uint32)
         generated = np.zeros((padded,), np.int32)
         budget = np.zeros((padded,), np.int32)
@@ -180,6 +281,7 @@ class RowBatch:
         num_top = 0
         for row, choice in self.live:
             p = choice.request.handle.params
+            row = position[row]
             keys[row] = choice.key
             generated[row] = len(choice.tokens)
             budget[row] = min(self.chunk_steps, p.max_tokens - len(choice.tokens))
@@ -191,12 +293,18 @@ class RowBatch:
         return ChunkInputs(keys, generated, budget, stops, temperature, top_p, top_k,
                            np.int32(wanted), MAX_TOP_LOGPROBS if num_top else 0)
 
-    def constraint(self) -> tuple[jax.Array, jax.Array] | None:
-        """The decode chunk's (table, row states) for the constrained rows, None when there are
-        none (the unconstrained program runs, unchanged). The tables of the rows' automata are
-        stacked (each row's state offset to its own), in a power-of-two number of states so
-        few shapes compile; the stacked table stays on the device while the same automata
-        decode."""
+    def positions(self, rows: np.ndarray | None) -> dict[int, int]:
+        """Each live row's entry in a chunk's per-row arrays."""
+        if rows is None:
+            return {row: row for row, _ in self.live}
+        return {int(row): i for i, row in enumerate(rows) if row < len(self.choices)}
+
+    def constraint(self, rows: np.ndarray | None = None) -> tuple[jax.Array, jax.Array] | None:
+        """The decode chunk's (table, row states) for the constrained rows (entry i: held row
+        rows[i], as `inputs`), None when there are none (the unconstrained program runs,
+        unchanged). The tables of the rows' automata are stacked (each row's state offset to
+        its own), in a power-of-two number of states so few shapes compile; the stacked table
+        stays on the device while the same automata decode."""
         fsms = {id(c.request.handle.params.constraint): c.request.handle.params.constraint
                 for _, c in self.live if c.fsm_state >= 0}
         if not fsms:
@@ -209,8 +317,11 @@ class RowBatch:
             self._tables = (key, dict(zip(key, offsets)), jnp.asarray(table),
                             list(fsms.values()))
         _, offsets, table, _ = self._tables
-        states = np.full((self.state.logits.shape[0],), -1, np.int32)
+        position = self.positions(rows)
+        states = np.full((self.state.logits.shape[0] if rows is None else len(rows),), -1,
+                         np.int32)
         for row, c in self.live:
             if c.fsm_state >= 0:
-                states[row] = offsets[id(c.request.handle.params.constraint)] + c.fsm_state
+                states[position[row]] = (offsets[id(c.request.handle.params.constraint)]
+                                         + c.fsm_state)
         return table, jnp.asarray(states)

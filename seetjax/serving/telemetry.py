@@ -71,7 +71,8 @@ class EngineStats:
     completion_tokens: int = 0
     chunks: int = 0
     prefills: int = 0  # batched prefill calls admitting requests (several requests each)
-    # Decode steps times the rows held (every held row is computed at every step, free and
-    # padding rows too): 1 - completion_tokens / row_steps is decoding's idle share.
+    # Decode steps times the rows computed (a chunk decodes its live rows padded to a power of
+    # two, or every held row: `RowBatch.decoding`): 1 - completion_tokens / row_steps is
+    # decoding's idle share.
     row_steps: int = 0
     busy_s: float = 0.0  # the decode thread's time admitting (prefill) and decoding

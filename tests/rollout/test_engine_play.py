@@ -74,7 +74,7 @@ def test_greedy_episodes_are_the_lock_step_ones_token_for_token(tokenizer, setup
         assert (b.conversation.training_versions()[mb > 0] == engine.weight_version).all()
     assert lock.stats()["policy_tokens"] == eng.times.reply_tokens > 0
     # one request per reply; only the new observation tokens prefilled (each episode's
-    # conversation comes from the prefix cache), the prompt once per task (and its last token)
+    # conversation is parked in its row), the prompt once per task (and its last token)
     replies = sum(len(t.replies) for e in eng.episodes for t in e.turns)
     assert eng.times.policy_calls == replies
     observations = sum(len(s.ids) for e in eng.episodes for s in e.conversation.segments

@@ -1,6 +1,6 @@
 """A rollout pins the engine's batch (`Engine.reserve` -> `RowBatch.pin`): it holds the pinned
-rows (a power of two) once it grows, steps down a quarter at a time when few rows are live and
-back up to the pin, never shrinks its slots, and prefills prompts at its own slots, so a
+rows (a power of two) once it grows, never shrinks its rows or slots, decodes its live rows
+alone, parks finished conversations in their rows and prefills their next turns there, so a
 rollout's comings and goings meet few shapes; greedy replies stay the sampler's own."""
 
 import concurrent.futures
@@ -31,14 +31,11 @@ def test_a_pinned_batch_steps_by_quarters_and_keeps_its_slots(engine):
     batch.grow(3)
     assert len(batch.choices) == 8  # the pin, not the 4 rows three would take
     live(batch, {0, 5})
-    batch.shrink()  # 2 of 8 live: a quarter of the rows
-    assert len(batch.choices) == 2 and all(c is not None for c in batch.choices)
-    batch.grow(3)
-    assert len(batch.choices) == 8  # back to the pin, not to 4
+    batch.shrink()  # 2 of 8 live: pinned, the rows stay (decode computes the live ones alone)
+    assert len(batch.choices) == 8
     live(batch, set())
     batch.shrink()
-    batch.shrink()
-    assert len(batch.choices) == 1  # 8, 2, 1: the quarters
+    assert len(batch.choices) == 8
     batch.fit_slots(300)
     grown = batch.state.cache.slots
     assert grown >= 308
@@ -63,17 +60,23 @@ def test_a_pinned_batch_steps_by_quarters_and_keeps_its_slots(engine):
 def test_a_pinned_engine_meets_few_shapes_and_replies_as_the_sampler(engine, tokenizer):
     """Eight conversations of three turns, each submitting its next turn (its reply and a
     tool-like result appended) as soon as its reply is back, as a rollout's episodes do, with
-    replies of different lengths so that rows come and go: every decode chunk runs at 8, 2 or
-    1 rows, the slots only grow, and the greedy replies are the sampler's alone."""
+    replies of different lengths so that rows come and go: every decode chunk runs at the 8
+    rows pinned, decodes only its live rows when they are at most half of them, the slots only
+    grow, and the greedy replies are the sampler's alone (each next turn prefilled in the row
+    where its conversation is parked)."""
     pinned = Engine(engine.model, tokenizer, max_batch=8, max_queue=16, chunk_steps=8,
                     max_context=4096, sampler=engine.sampler)
     pinned.reserve(8)
     shapes = []
     step = pinned.batch.inputs
 
-    def inputs(*args, **kwargs):  # the shape of every decode chunk, in order
+    decoded = []
+
+    def inputs(stop_ids, wanted, rows):  # the shape of every decode chunk, in order
         shapes.append((len(pinned.batch.choices), pinned.batch.state.cache.slots))
-        return step(*args, **kwargs)
+        decoded.append((len(pinned.batch.choices) if rows is None else len(rows),
+                        pinned.batch.active))
+        return step(stop_ids, wanted, rows)
 
     pinned.batch.inputs = inputs
 
@@ -88,7 +91,10 @@ def test_a_pinned_engine_meets_few_shapes_and_replies_as_the_sampler(engine, tok
 
     with pinned, concurrent.futures.ThreadPoolExecutor(8) as pool:
         played = list(pool.map(conversation, range(8)))
-    assert {rows for rows, _ in shapes} <= {8, 2, 1}, shapes
+    assert {rows for rows, _ in shapes} <= {8, 1}, shapes  # 1 before the batch first grows
+    # Chunks with few live rows decode those alone (`decode_rows`), padded to a power of two.
+    assert all(rows == (held if 2 * active > held else max(1, 1 << (active - 1).bit_length()))
+               for (held, _), (rows, active) in zip(shapes, decoded)), (shapes, decoded)
     slots = [s for _, s in shapes]
     assert slots == sorted(slots), slots
     for prompt, max_tokens, reply in (t for turns in played for t in turns[1:]):
@@ -102,3 +108,21 @@ def test_a_pinned_batchs_prompts_are_prefilled_at_its_slots_and_not_kept(engine)
     assert seqs.state.cache.slots == 256 and len(cache._entries) == 0
     seqs, _, _ = cache.prefill(engine.params, [prompt], 0)
     assert seqs.state.cache.slots < 256 and len(cache._entries) == 1
+
+
+def test_a_few_live_rows_of_a_pinned_batch_decode_alone_and_reply_as_the_sampler(engine,
+                                                                                  tokenizer):
+    """Three requests in a batch pinned at 8 rows: their chunks compute 4 rows (the live three
+    and one of padding, `decode_rows`), not 8, and the greedy replies are the sampler's."""
+    pinned = Engine(engine.model, tokenizer, max_batch=8, max_queue=8, chunk_steps=8,
+                    max_context=4096, sampler=engine.sampler)
+    pinned.reserve(8)
+    prompts = random_prompts(11, [12, 30, 21])
+    with pinned:
+        handles = [pinned.submit(p, dataclasses.replace(GREEDY, max_tokens=6 + 5 * i))
+                   for i, p in enumerate(prompts)]
+        replies = [h.result(120).choices[0].token_ids for h in handles]
+    assert pinned.compile_counts()["decode_rows"] >= 1
+    assert pinned.stats.row_steps < 8 * pinned.stats.completion_tokens / 3
+    for i, (prompt, reply) in enumerate(zip(prompts, replies)):
+        assert reply == greedy_alone(engine.sampler, engine.params, prompt, 6 + 5 * i, []).tokens

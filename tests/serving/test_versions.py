@@ -90,3 +90,28 @@ def test_an_update_between_chunks_is_seen_by_the_next_chunk(fresh, new_weights, 
     stale = greedy_alone(fresh.sampler, nnx.state(fresh.model), prompt + choice.token_ids[:8],
                          8, [-1])
     assert not np_close(stale.logprobs, ref.logprobs)  # the check tells the weights apart
+
+
+def test_a_conversation_parked_before_an_update_is_recomputed_not_reused(fresh, new_weights,
+                                                                        tokenizer):
+    """A rollout's engine (pinned: `reserve`) parks an episode's conversation in its row and
+    prefills its next turn there; after an update, the parked v0 row is never reused: the next
+    turn is computed whole under the new weights, as the sampler alone gives it."""
+    fresh.reserve(2)
+    prompt = _prompt(tokenizer)
+    first = fresh.generate(prompt, GREEDY, timeout=120).choices[0].token_ids
+    turn = prompt + first + tokenizer.encode(" ok")
+    again = fresh.generate(turn, GREEDY, timeout=120)
+    assert again.cached_tokens == len(prompt + first)  # at v0 its row serves it
+    parked = again.choices[0].token_ids
+    fresh.update_weights(new_weights, 1)
+    assert not fresh.batch.parked
+    nxt = turn + parked + tokenizer.encode(" next")
+    after = fresh.generate(nxt, GREEDY, timeout=120)
+    assert after.cached_tokens == 0
+    ref = greedy_alone(fresh.sampler, new_weights, nxt, 8, tokenizer.stop_ids)
+    (choice,) = after.choices
+    assert choice.token_ids == ref.tokens and np_close(choice.logprobs, ref.logprobs)
+    assert choice.versions == [1] * len(choice.token_ids)
+    stale = greedy_alone(fresh.sampler, nnx.state(fresh.model), nxt, 8, tokenizer.stop_ids)
+    assert not np_close(stale.logprobs, ref.logprobs)  # the check tells the weights apart
