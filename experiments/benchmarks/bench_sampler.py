@@ -31,6 +31,7 @@ from seetjax.sampling import Sampler, SamplingParams
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import alternate, load, pin_threads, record, summary  # noqa: E402
+from kernel_profile import profile, profile_text  # noqa: E402
 from report import add_row, cpu_machine  # noqa: E402
 
 TITLE = "Sampler: seetjax vs transformers generate (bench_sampler.py)"
@@ -122,13 +123,14 @@ def copy_bandwidth(nbytes: int) -> float:
     return 2 * src.nbytes / best
 
 
-def decode_roofline(preset: str, dtype: str, batch: int, prompt: int, new: int, repeats: int
-                    ) -> dict:
+def decode_roofline(preset: str, dtype: str, batch: int, prompt: int, new: int, repeats: int,
+                    trace: bool = False) -> dict:
     """Prefill and decode of a random `preset` model (weights and compute in `dtype`) on the
     default device, timed apart (medians of `repeats` after a compiling run), and one decode step
     against its memory bound: each step reads every weight once and each row's KV cache at the
     mean context (prompt + new / 2), over the device's peak HBM bandwidth (vendor figure; where
-    the kind has none, e.g. a CPU, a measured copy bandwidth)."""
+    the kind has none, e.g. a CPU, a measured copy bandwidth). With `trace`, one more decode
+    traced: its ops' device time by name and the device's busy share (`kernel_profile.py`)."""
     cfg = PRESETS[preset].replace(param_dtype=dtype, dtype=dtype)
     model = Transformer(cfg, rngs=nnx.Rngs(0))
     params = nnx.state(model)
@@ -155,12 +157,18 @@ def decode_roofline(preset: str, dtype: str, batch: int, prompt: int, new: int, 
     source = "peak HBM" if bandwidth else "measured host copy"
     bandwidth = bandwidth or copy_bandwidth(int(weights + kv))
     step, bound = decode / new, (weights + kv) / bandwidth
+    traced = {}
+    if trace:
+        seqs = sampler.prefill(params, prompts)
+        jax.block_until_ready(seqs.state.logits)
+        traced = {"profile": profile(lambda: sampler.generate(
+            params, seqs, jax.random.key(0), new, [], SamplingParams(temperature=1.0)))}
     r = {"device": kind, "preset": preset, "dtype": dtype, "batch": batch, "prompt": prompt,
          "new": new, "prefill_s": prefill, "prefill_tokens_per_s": batch * prompt / prefill,
          "decode_s": decode, "decode_tokens_per_s": batch * new / decode, "step_s": step,
          "weights_bytes": weights, "kv_bytes": kv, "bandwidth": bandwidth,
          "bandwidth_source": source, "bound_s": bound, "fraction_of_bound": bound / step,
-         "compiles": sampler.compile_count()}
+         "compiles": sampler.compile_count(), **traced}
     return dict(r, roofline=roofline_text(r))
 
 
@@ -196,12 +204,15 @@ def main() -> None:
     parser.add_argument("--preset", default="qwen2.5-1.5b", help="with --decode-only")
     parser.add_argument("--dtype", default="bfloat16", help="with --decode-only")
     parser.add_argument("--json", help="also write the decode figures to this file")
+    parser.add_argument("--profile", action="store_true",
+                        help="with --decode-only: one more decode traced, its ops summed by "
+                             "name (kernel_profile.py)")
     args = parser.parse_args()
     cpus = pin_threads(args.threads)
     date = datetime.date.today().isoformat()
     if args.decode_only:
         g = decode_roofline(args.preset, args.dtype, args.batch, args.prompt, args.new,
-                            args.repeats)
+                            args.repeats, trace=args.profile)
         finish([decode_row(date, g)], g, args)
         return
     r = cpu_comparison(args.batch, args.prompt, args.new, args.repeats)
@@ -234,6 +245,8 @@ def finish(rows: list[list[str]], decode: dict | None, args: argparse.Namespace)
         print(f"{decode['device']}: {decode['preset']} {decode['dtype']} prefill "
               f"{decode['prefill_tokens_per_s']:,.0f} prompt tok/s, decode "
               f"{decode['decode_tokens_per_s']:,.0f} new tok/s; {roofline_text(decode)}")
+        if "profile" in decode:
+            print(profile_text(decode["profile"]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(decode, f, indent=1)

@@ -22,14 +22,14 @@ hang or a crash in one still leaves the others' figures:
              top ops by bytes) and the decode step timed apart (argmax, model alone, 4x slots)
   sampler    bench_sampler.py --decode-only: Qwen2.5-1.5B shape, bf16, batch 64, prompt 512,
              128 new; prefill and decode timed apart, decode against the HBM bound
-  graphs     the same under XLA_FLAGS that put the whole decode loop in CUDA graphs (command
-             buffers over while and cond too, from one op): is the step bound by launching
-             its ~390 kernels one by one?
-  merged     the same with XLA's dot merger allowed up to 256 MB (gate and up projections,
-             q/k/v: one matmul each): are the dense layers' small matmuls the loss?
+  profile    the same with one more decode traced (bench_sampler.py --profile,
+             kernel_profile.py): the device's busy share of the decode and its ops by time
+  cublas     the same with XLA's Triton GEMMs off (cuBLAS for every matmul): are the dense
+             layers' 64-row matmuls the loss? (CUDA graphs over the loop and XLA's dot merger,
+             the two questions before, did not move the step: 2026-11-28)
 
 --parts takes parts or the groups "figures" (wheels, scale), "checks" (wheels, plan, learner,
-tests), "decode" (wheels, anatomy, sampler, graphs, merged: the decode step's next questions)
+tests), "decode" (wheels, anatomy, sampler, profile, cublas: the decode step's next questions)
 and "all". The caps are
 what the parts took on an H100 (2026-11-27, two sessions) with room: an RL step of the scaled run
 compiling takes 185-199 s after ~100 s of start and evaluation, so two steps need the first call
@@ -61,6 +61,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
+from kernel_profile import profile_text  # noqa: E402
 from report import BENCHMARKS, add_row  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,16 +75,18 @@ TESTS = ["tests/learner", "tests/test_tolerances.py", "tests/models", "tests/sam
 # --cpu-dry-run); the budget caps them too. The update's plan check has not run on a GPU (its
 # compilation there is guessed from the scaled run's first update, ~90 s with the step's work).
 CAPS = {"wheels": 45, "scale": 400, "plan": 130, "learner": 80, "tests": 420, "anatomy": 90,
-        "sampler": 80, "graphs": 80, "merged": 80}
-# The decode variants: bench_sampler under these XLA flags (not yet run on a GPU).
-XLA_VARIANTS = {
-    "graphs": "--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL --xla_gpu_graph_min_graph_size=1",
-    "merged": "--xla_gpu_dot_merger_threshold_mb=256"}
+        "sampler": 80, "profile": 90, "cublas": 80}
+# The decode variants: bench_sampler under these XLA flags (not yet run on a GPU). Run before
+# (BENCHMARKS.md, 2026-11-28), no gain: the loop in CUDA graphs
+# (--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL --xla_gpu_graph_min_graph_size=1), 3.12
+# against 3.11 ms a step; the dot merger at 256 MB, 3.25 ms.
+XLA_VARIANTS = {"cublas": "--xla_gpu_enable_triton_gemm=false"}
 # Two calls that fit one session's 15 minutes of device time with the machine's start: the
 # scaled run alone, then the plan, the MFU and the tests (the budget cuts the tests first). The
 # decode figures were measured twice alike (2026-11-27): rerun them after a change to decoding.
 GROUPS = {"figures": ["wheels", "scale"], "checks": ["wheels", "plan", "learner", "tests"],
-          "decode": ["wheels", "anatomy", "sampler", *XLA_VARIANTS], "all": list(CAPS)}
+          "decode": ["wheels", "anatomy", "sampler", "profile", *XLA_VARIANTS],
+          "all": list(CAPS)}
 
 
 def part_commands(dry: bool, workdir: Path, workers: int = 8) -> dict[str, tuple[list[str], str]]:
@@ -106,6 +109,8 @@ def part_commands(dry: bool, workdir: Path, workers: int = 8) -> dict[str, tuple
                + (["--preset", "tiny-qwen2", "--dtype", "float32", "--batch", "2", "--prompt",
                    "8", "--new", "4", "--rows", "2", "--length", "32", "--repeats", "1",
                    "--budget-s", "100"] if dry else ["--budget-s", "70"]))
+    profiled = [str(workdir / "profile.json") if a == str(workdir / "sampler.json") else a
+                for a in sampler] + ["--profile"]
     config = "configs/scale_1_5b.py" + (":tiny" if dry else "")
     # the update first: the sampler's programs measured within the plan on an H100 (2026-11-27),
     # the update's temp is what the scaled run's peak points at (docs/scale.md)
@@ -118,6 +123,7 @@ def part_commands(dry: bool, workdir: Path, workers: int = 8) -> dict[str, tuple
                     "--no-cache-dir", "--upgrade", "--target", SITE, *wheels],
                    f"{len(wheels)} wheels from .whl/ into {SITE}"),
         "sampler": (sampler, " ".join(sampler[2:]).replace(str(workdir), "$TMP")),
+        "profile": (profiled, " ".join(profiled[2:]).replace(str(workdir), "$TMP")),
         **{name: ([str(workdir / f"{name}.json") if a == str(workdir / "sampler.json") else a
                    for a in sampler], f"XLA_FLAGS={flags} " + " ".join(sampler[2:]).replace(
                        str(workdir / "sampler.json"), f"$TMP/{name}.json"))
@@ -200,13 +206,15 @@ def figures(name: str, log: Path, workdir: Path) -> str:
     text = log.read_text(errors="replace")
     if name == "tests":
         return pytest_figures(text)
-    if name in ("sampler", "learner", *XLA_VARIANTS) and (workdir / f"{name}.json").exists():
+    if name in ("sampler", "learner", "profile", *XLA_VARIANTS) and (
+            workdir / f"{name}.json").exists():
         r = json.loads((workdir / f"{name}.json").read_text())
         if name == "learner":
             return (f"{r['tokens_per_s']:,.0f} tok/s, MFU {r['mfu_text']}; first update "
                     f"(compiling) {r['first_update_s']:.1f} s")
+        traced = f"; {profile_text(r['profile'])}" if "profile" in r else ""
         return (f"prefill {r['prefill_tokens_per_s']:,.0f} prompt tok/s ({r['prefill_s']:.2f} s);"
-                f" decode {r['decode_tokens_per_s']:,.0f} new tok/s; {r['roofline']}")
+                f" decode {r['decode_tokens_per_s']:,.0f} new tok/s; {r['roofline']}{traced}")
     if name in ("anatomy", "plan") and (workdir / f"{name}.json").exists():
         # Written after every section: a part cut off at its cap still has the ones it did.
         return json.loads((workdir / f"{name}.json").read_text()).get("headline", "-")
@@ -216,10 +224,11 @@ def figures(name: str, log: Path, workdir: Path) -> str:
 
 
 def part_data(name: str, workdir: Path) -> dict:
-    """{"data": the plan's JSON} for its part in gpu_check.json (no room for its file in
-    $OUT), else {}."""
-    path = workdir / "plan.json"
-    return {"data": json.loads(path.read_text())} if name == "plan" and path.exists() else {}
+    """{"data": the plan's or the profile's JSON} for its part in gpu_check.json (no room for
+    their files in $OUT), else {}."""
+    path = workdir / f"{name}.json"
+    return ({"data": json.loads(path.read_text())} if name in ("plan", "profile")
+            and path.exists() else {})
 
 
 def device_and_jax(env: dict[str, str]) -> tuple[str, str]:

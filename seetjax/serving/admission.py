@@ -72,14 +72,7 @@ def prefill_requests(prefixes: PrefixCache, params: nnx.State, version: int,
     of that many slots and not kept for reuse: a rollout's episode never asks its prompt again,
     its next turn extends its finished conversation, which the engine keeps when its reply
     ends. A request that fails alone gets an ErrorEvent and is left out."""
-    ready = []
-    for request in requests:
-        try:
-            request.make_choices()
-        except Exception as e:  # noqa: BLE001 - a setting the dtypes cannot hold: this one fails
-            _fail(request, e)
-        else:
-            ready.append(request)
+    ready = _with_choices(requests)
     return _prefill(prefixes, params, version, ready, slots) if ready else []
 
 
@@ -91,14 +84,7 @@ def prefill_in_rows(batch: RowBatch, params: nnx.State, version: int,
     are prefilled once and the row copied. Their choices then decode there. Returns the
     requests admitted (one whose settings fail gets an ErrorEvent); if the prefill raises,
     they are failed and the error raised (the batch's buffers may be gone)."""
-    ready = []
-    for request in requests:
-        try:
-            request.make_choices()
-        except Exception as e:  # noqa: BLE001 - a setting the dtypes cannot hold: this one fails
-            _fail(request, e)
-        else:
-            ready.append(request)
+    ready = _with_choices(requests)
     if not ready:
         return []
     first: dict[tuple[int, ...], int] = {}  # a prompt -> its first request
@@ -122,6 +108,19 @@ def prefill_in_rows(batch: RowBatch, params: nnx.State, version: int,
     for i, request in enumerate(ready):
         row, request.cached_tokens = claims[i]
         batch.choices[row] = request.choices[0]
+    return ready
+
+
+def _with_choices(requests: Sequence[RequestState]) -> list[RequestState]:
+    """The requests whose choices could be made; the others get an ErrorEvent."""
+    ready = []
+    for request in requests:
+        try:
+            request.make_choices()
+        except Exception as e:  # noqa: BLE001 - a setting the dtypes cannot hold: this one fails
+            _fail(request, e)
+        else:
+            ready.append(request)
     return ready
 
 

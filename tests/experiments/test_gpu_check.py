@@ -34,8 +34,8 @@ def test_parts_and_groups(check):
     assert check.expand_parts("figures") == ["wheels", "scale"]
     assert check.expand_parts("checks,wheels") == ["wheels", "plan", "learner", "tests"]
     assert check.expand_parts("sampler,tests") == ["sampler", "tests"]  # a part, not a group
-    assert check.expand_parts("decode,sampler") == ["wheels", "anatomy", "sampler", "graphs",
-                                                    "merged"]
+    assert check.expand_parts("decode,sampler") == ["wheels", "anatomy", "sampler", "profile",
+                                                    "cublas"]
     assert check.expand_parts("tests")[-1] == "tests"  # the budget cuts the last part first
     assert check.expand_parts("all") == list(check.CAPS)
     with pytest.raises(ValueError, match="unknown \\['tests-gpu'\\]"):
