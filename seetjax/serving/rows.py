@@ -159,13 +159,16 @@ class RowBatch:
 
     def free_rows(self, k: int, keep: Sequence[int] = ()) -> list[int]:
         """`k` rows neither live nor parked (nor in `keep`): the batch grown to hold them
-        besides the live rows (and `keep`), the oldest parked rows given up where too few are
-        free."""
+        besides the live rows (and `keep`), the oldest parked rows not kept given up where too
+        few are free."""
         self.grow(self.active + len(keep) + k)
         free = [i for i, c in enumerate(self.choices)
                 if c is None and i not in self.parked and i not in keep]
+        evictable = iter([row for row in self.parked if row not in keep])  # oldest first
         while len(free) < k:
-            free.append(self.parked.popitem(last=False)[0])
+            row = next(evictable)
+            del self.parked[row]
+            free.append(row)
         return free[:k]
 
     def park(self, row: int, tokens: Sequence[int], version: int) -> None:
@@ -175,28 +178,47 @@ class RowBatch:
 
     def claim(self, prompts: Sequence[Sequence[int]], version: int,
               min_tokens: int) -> list[tuple[int, int]]:
-        """(row, tokens of it already cached) for each prompt: the parked row of `version`
-        holding the longest prefix of it (at least `min_tokens`, one token left to compute),
-        else a free row (`free_rows`) with none. A parked row serves one prompt: it is no
-        longer parked."""
-        found: list[tuple[int | None, int]] = []
+        """(row, tokens of it already cached) for each prompt, from the parked row of `version`
+        sharing the longest prefix with it (at least `min_tokens`, one token left to compute).
+        A prompt that extends a parked conversation whole takes that row over (an episode's
+        next turn: it is no longer parked); one that shares only part of it gets a copy of the
+        row in a free one (a retried reply's turn, or another episode's shared system prompt:
+        the parked conversation stays for its own episode); the others get a free row
+        (`free_rows`) with nothing cached."""
+        found: list[tuple[int | None, int, bool]] = []  # (parked row, common prefix, whole)
         for prompt in prompts:
             query, best, best_row = np.asarray(prompt, np.int32), 0, None
             for row, (tokens, tag) in self.parked.items():
                 m = min(len(tokens), len(query) - 1)
-                if m <= best or tag != version or any(row == r for r, _ in found):
+                if m <= best or tag != version or any(row == r and whole
+                                                      for r, _, whole in found):
                     continue
                 same = tokens[:m] == query[:m]
                 common = m if same.all() else int(same.argmin())
                 if common > best:
                     best, best_row = common, row
-            found.append((best_row, best) if best_row is not None and best >= min_tokens
-                         else (None, 0))
-        taken = [row for row, _ in found if row is not None]
+            if best_row is None or best < min_tokens:
+                found.append((None, 0, False))
+            else:
+                found.append((best_row, best, best == len(self.parked[best_row][0])))
+        taken = [row for row, _, whole in found if whole]
+        sources = [row for row, _, whole in found if row is not None and not whole]
         for row in taken:
             del self.parked[row]
-        free = iter(self.free_rows(sum(row is None for row, _ in found), keep=taken))
-        return [(next(free) if row is None else row, n) for row, n in found]
+        free = iter(self.free_rows(sum(not whole for _, _, whole in found),
+                                   keep=taken + sources))
+        claims, copies = [], ([], [])
+        for row, n, whole in found:
+            if whole:
+                claims.append((row, n))
+                continue
+            claims.append((next(free), n))
+            if row is not None:
+                copies[0].append(row)
+                copies[1].append(claims[-1][0])
+        if copies[0]:
+            self.copy(*copies)
+        return claims
 
     def prefill(self, params: nnx.State, rows: Sequence[int], cached: Sequence[int],
                 prompts: Sequence[Sequence[int]]) -> None:

@@ -7,6 +7,7 @@ import concurrent.futures
 import dataclasses
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from seetjax.serving.engine import Engine
@@ -126,3 +127,27 @@ def test_a_few_live_rows_of_a_pinned_batch_decode_alone_and_reply_as_the_sampler
     assert pinned.stats.row_steps < 8 * pinned.stats.completion_tokens / 3
     for i, (prompt, reply) in enumerate(zip(prompts, replies)):
         assert reply == greedy_alone(engine.sampler, engine.params, prompt, 6 + 5 * i, []).tokens
+
+
+def test_a_parked_conversation_serves_its_next_turn_and_lends_a_copy_of_its_prefix(engine):
+    """Rows 0 and 1 park conversations A and B (B shares A's first 10 tokens). A prompt that
+    extends A whole takes A's row over; one sharing only A's first 15 tokens (a retried
+    reply's turn) gets a copy of A's row in a free row, A staying parked for its own episode
+    until taken; an unrelated prompt gets a free row with nothing cached; a parked row of
+    another weight version serves nothing."""
+    batch = RowBatch(engine.sampler, chunk_steps=8)
+    batch.pin(4)
+    a = random_prompts(21, [20])[0]
+    b = a[:10] + random_prompts(22, [12])[0]
+    batch.free_rows(4)
+    batch.prefill(engine.params, [0, 1], [0, 0], [a, b])
+    batch.park(0, a, 0)
+    batch.park(1, b, 0)
+    retried, fresh = a[:15] + random_prompts(23, [5])[0], random_prompts(24, [9])[0]
+    claims = batch.claim([retried, a + [5, 6], fresh], 0, min_tokens=4)
+    assert claims[1] == (0, 20) and claims[0][1] == 15 and claims[2][1] == 0
+    assert {claims[0][0], claims[2][0]} == {2, 3} and list(batch.parked) == [1]
+    keys = [np.asarray(k) for k in batch.state.cache.keys]
+    for k in keys:  # the copy holds A's cached keys
+        np.testing.assert_array_equal(k[claims[0][0], ..., :20], k[0, ..., :20])
+    assert batch.claim([b + [1, 2]], 1, min_tokens=4)[0][1] == 0  # B is of version 0
