@@ -161,7 +161,7 @@ class Sampler:
                           "must be powers of two")
         if max_score_bytes <= 0:
             raise invalid(self, "max_score_bytes", max_score_bytes, "must be positive")
-        graphdef = nnx.graphdef(model)
+        graphdef = self.graphdef = nnx.graphdef(model)
         self.pad_id = int(pad_id)
         self.mesh = mesh
         self.min_chunk, self.max_chunk = min_chunk, max_chunk

@@ -76,6 +76,27 @@ def prefill_requests(prefixes: PrefixCache, params: nnx.State, version: int,
     return _prefill(prefixes, params, version, ready, slots) if ready else []
 
 
+def place_requests(batch: RowBatch, prefixes: PrefixCache, params: nnx.State, version: int,
+                   requests: Sequence[RequestState]) -> list[list[RequestState]]:
+    """The requests prefilled together (`prefill_requests`, at a pinned batch's slots) and each
+    choice's prompt row copied into a free row of `batch`, where it then decodes. Returns the
+    requests admitted, a list per batched prefill; if a copy raises, its requests are failed
+    and the error raised (the batch's buffers may be gone: the engine fails them all)."""
+    placed = []
+    for seqs, prompt_rows, admitted in prefill_requests(prefixes, params, version, requests,
+                                                         batch.slots_wanted):
+        longest = max(len(r.handle.prompt) for r in admitted)
+        try:
+            batch.place(seqs, [i for i, r in zip(prompt_rows, admitted) for _ in r.choices],
+                        [c for r in admitted for c in r.choices], longest + batch.chunk_steps)
+        except Exception as e:
+            for request in admitted:
+                request.handle._finish(None, f"{type(e).__name__}: {e}")
+            raise
+        placed.append(admitted)
+    return placed
+
+
 def prefill_in_rows(batch: RowBatch, params: nnx.State, version: int,
                     requests: Sequence[RequestState], min_tokens: int) -> list[RequestState]:
     """One-choice requests prefilled in rows of a pinned `batch`, together: each in the parked

@@ -33,7 +33,6 @@ programs in `decode.py`, the release of text and stop strings in `release.py`.
 from __future__ import annotations
 
 import collections
-import functools
 import logging
 import os
 import random
@@ -42,8 +41,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 from flax import nnx
 
 from seetjax.errors import invalid, require
@@ -51,12 +48,11 @@ from seetjax.models.tokenizer import Tokenizer
 from seetjax.models.transformer import Transformer
 from seetjax.sampling.sampler import Sampler
 from seetjax.serving.admission import (
+    place_requests,
     prefill_in_rows,
-    prefill_requests,
     rows_wanted,
     take_fitting,
 )
-from seetjax.serving.decode import decode_chunk, decode_rows
 from seetjax.serving.prefix_cache import PrefixCache
 from seetjax.serving.release import release
 from seetjax.serving.requests import (
@@ -110,15 +106,6 @@ class Engine:
         self.ttft = Histogram()  # seconds from submit to a request's first token
         self.token_rate = TokenRate()
         self.prefixes = PrefixCache(self.sampler, prefix_cache_tokens, min_prefix_tokens)
-
-        graphdef = nnx.graphdef(model)
-        pad_id = self.sampler.pad_id
-        self._decode = jax.jit(functools.partial(decode_chunk, graphdef, pad_id=pad_id),
-                               static_argnames=("num_steps", "num_top", "window"),
-                               donate_argnums=(1,))
-        self._decode_rows = jax.jit(functools.partial(decode_rows, graphdef, pad_id=pad_id),
-                                    static_argnames=("num_steps", "num_top", "window"),
-                                    donate_argnums=(1,))
         self.batch = RowBatch(self.sampler, chunk_steps)
         self._queue: collections.deque[RequestState] = collections.deque()
         self._lock = threading.Condition()
@@ -185,7 +172,7 @@ class Engine:
         """`compile_count` by jitted function (the sampler's prefill and decode, the decode
         chunk, the row surgery of the batch and the prefix cache)."""
         counts = {"sampler": self.sampler.compile_count()}
-        for f in (self._decode, self._decode_rows, *self.batch.jits, *self.prefixes.jits):
+        for f in (*self.batch.jits, *self.prefixes.jits):
             name = getattr(f, "__name__", repr(f))
             counts[name] = counts.get(name, 0) + f._cache_size()
         return counts
@@ -323,17 +310,8 @@ class Engine:
             if in_rows:
                 self._count_admitted(prefill_in_rows(self.batch, self._params, self._version,
                                                      in_rows, self.prefixes.min_tokens))
-        for seqs, prompt_rows, admitted in prefill_requests(
-                self.prefixes, self._params, self._version, requests, self.batch.slots_wanted):
-            longest = max(len(r.handle.prompt) for r in admitted)
-            try:
-                self.batch.place(seqs, [i for i, r in zip(prompt_rows, admitted) for _ in r.choices],
-                                 [c for r in admitted for c in r.choices],
-                                 longest + self.chunk_steps)
-            except Exception as e:  # the batch's buffers may be gone: the loop fails them all
-                for request in admitted:
-                    request.handle._finish(None, f"{type(e).__name__}: {e}")
-                raise
+        for admitted in place_requests(self.batch, self.prefixes, self._params, self._version,
+                                       requests):
             self._count_admitted(admitted)
 
     def _count_admitted(self, admitted: Sequence[RequestState]) -> None:
@@ -347,24 +325,12 @@ class Engine:
             head = self._queue[0].handle.params.n if self._queue else 0
         wanted = rows_wanted(head, self.active_rows, self.max_batch, len(self.batch.choices),
                              self.batching == "static")
-        rows = self.batch.decoding()
-        x = self.batch.inputs(self.stop_ids, wanted, rows)
-        args = (*map(jnp.asarray, x[:-1]), self.batch.constraint(rows))
-        static = dict(num_steps=self.chunk_steps, num_top=x.num_top, window=self.batch.window())
-        if rows is None:
-            out = self._decode(self._params, self.batch.state, *args, **static)
-        else:  # fewer rows decoding than held: only theirs are computed
-            out = self._decode_rows(self._params, self.batch.state, jnp.asarray(rows), *args,
-                                    **static)
-        self.batch.state, tokens, logprobs, top_ids, top_lps, count, stopped = out
-        tokens, logprobs, top_ids, top_lps, count, stopped = jax.device_get(
-            (tokens, logprobs, top_ids, top_lps, count, stopped))
+        tokens, logprobs, top_ids, top_lps, count, stopped, position = self.batch.decode(
+            self._params, self.stop_ids, wanted)
         self.stats.chunks += 1
-        decoded = len(self.batch.choices) if rows is None else len(rows)
-        self.stats.row_steps += decoded * int(count.max(initial=0))
+        self.stats.row_steps += len(count) * int(count.max(initial=0))  # rows computed
         self.token_rate.record(int(count.sum()))
         now = time.monotonic()
-        position = self.batch.positions(rows)
         for row, choice in self.batch.live:
             i = position[row]
             n = int(count[i])

@@ -14,6 +14,7 @@ into a prefill batch and back, and no fresh cache allocated per admission.
 from __future__ import annotations
 
 import collections
+import functools
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -24,6 +25,8 @@ from flax import nnx
 
 from seetjax.sampling.sampler import Sampler, SequenceBatch, bucket, window_for
 from seetjax.serving.decode import (
+    decode_chunk,
+    decode_rows,
     gather_rows,
     insert_rows,
     pad_rows,
@@ -52,6 +55,20 @@ class ChunkInputs(NamedTuple):
     num_top: int
 
 
+class ChunkOutput(NamedTuple):
+    """A decode chunk's results on the host: per computed row ([R] or [R, steps, ...]) the tokens,
+    log-probs, top ids and log-probs, count decoded and whether it stopped; `positions` maps a
+    held row to its entry."""
+
+    tokens: np.ndarray
+    logprobs: np.ndarray
+    top_ids: np.ndarray
+    top_lps: np.ndarray
+    count: np.ndarray
+    stopped: np.ndarray
+    positions: dict[int, int]
+
+
 class RowBatch:
     """Rows held on device: a power of two that grows as requests join and shrinks as they
     leave (each decode step computes every held row, live or not), within a pin's shapes.
@@ -67,8 +84,13 @@ class RowBatch:
         self._pad_rows = jax.jit(pad_rows, static_argnums=(1,))
         self._gather = jax.jit(gather_rows, static_argnames=("slots",))
         self._write = jax.jit(write_rows, donate_argnums=(0,))
-        self.jits = (self._resize, self._insert, self._take_row, self._take_rows, self._pad_rows,
-                     self._gather, self._write)
+        decode = dict(static_argnames=("num_steps", "num_top", "window"), donate_argnums=(1,))
+        self._decode = jax.jit(functools.partial(decode_chunk, sampler.graphdef,
+                                                 pad_id=sampler.pad_id), **decode)
+        self._decode_rows = jax.jit(functools.partial(decode_rows, sampler.graphdef,
+                                                      pad_id=sampler.pad_id), **decode)
+        self.jits = (self._decode, self._decode_rows, self._resize, self._insert, self._take_row,
+                     self._take_rows, self._pad_rows, self._gather, self._write)
         # The constrained rows' stacked automata on the device: (their ids, offsets, table).
         self._tables: tuple[tuple[int, ...], dict[int, int], jax.Array, list] | None = None
         self.floor, self.pinned = 1, False  # rows held at least, once grown; see `pin`
@@ -273,6 +295,20 @@ class RowBatch:
         seqs = self.sampler.prefill(params, [c.request.handle.prompt + c.tokens for _, c in live])
         self.fit_slots(seqs.state.cache.slots)
         self.insert(seqs, range(len(live)), [row for row, _ in live])
+
+    def decode(self, params: nnx.State, stop_ids: Sequence[int], wanted: int) -> ChunkOutput:
+        """One decode chunk of the live rows (`inputs`; every held row, or the live ones alone
+        when they are at most half of them: `decoding`), ending once `wanted` rows end."""
+        rows = self.decoding()
+        x = self.inputs(stop_ids, wanted, rows)
+        args = (*map(jnp.asarray, x[:-1]), self.constraint(rows))
+        static = dict(num_steps=self.chunk_steps, num_top=x.num_top, window=self.window())
+        if rows is None:
+            self.state, *out = self._decode(params, self.state, *args, **static)
+        else:
+            self.state, *out = self._decode_rows(params, self.state, jnp.asarray(rows), *args,
+                                                 **static)
+        return ChunkOutput(*jax.device_get(out), self.positions(rows))
 
     def decoding(self) -> np.ndarray | None:
         """The rows the next chunk decodes, when fewer than the rows held: the live rows, then
