@@ -99,9 +99,10 @@ def place_requests(batch: RowBatch, prefixes: PrefixCache, params: nnx.State, ve
 
 def prefill_in_rows(batch: RowBatch, params: nnx.State, version: int,
                     requests: Sequence[RequestState], min_tokens: int) -> list[RequestState]:
-    """One-choice requests prefilled in rows of a pinned `batch`, together: each in the parked
-    row holding the longest prefix of its prompt (at least `min_tokens`), or in a free row
-    (`RowBatch.claim`, `RowBatch.prefill`); identical prompts (a rollout group's first turn)
+    """One-choice requests prefilled in rows of a pinned `batch`, together: each from the
+    parked row sharing the longest prefix of its prompt (at least `min_tokens`; the row taken
+    over, or copied into a free one: `RowBatch.claim`), else in a free row
+    (`RowBatch.prefill`); identical prompts (a rollout group's first turn)
     are prefilled once and the row copied. Their choices then decode there. Returns the
     requests admitted (one whose settings fail gets an ErrorEvent); if the prefill raises,
     they are failed and the error raised (the batch's buffers may be gone)."""
