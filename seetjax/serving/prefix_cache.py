@@ -26,6 +26,14 @@ from seetjax.sampling.sampler import Sampler, SequenceBatch
 from seetjax.serving.decode import insert_rows, truncate_to
 
 
+def shared_prefix(cached: np.ndarray, query: np.ndarray) -> int:
+    """How many leading tokens of `query` a row caching `cached` holds, leaving at least one of
+    the query to compute (its logits come from there)."""
+    m = min(len(cached), len(query) - 1)
+    same = cached[:m] == query[:m]
+    return m if same.all() else int(same.argmin())
+
+
 class PrefixCache:
     """Cached rows by token sequence, each with its weight version; `max_tokens` 0 keeps
     none."""
@@ -76,11 +84,9 @@ class PrefixCache:
         `version` (at least `min_tokens`), or (0, None); the entry becomes the most recent."""
         best, best_key = 0, None
         for key, (tokens, _, tag) in self._entries.items():
-            m = min(len(tokens), len(query) - 1)  # at least one token left to compute logits
-            if m <= best or tag != version:
+            if min(len(tokens), len(query) - 1) <= best or tag != version:
                 continue
-            same = tokens[:m] == query[:m]
-            common = m if same.all() else int(same.argmin())
+            common = shared_prefix(tokens, query)
             if common > best:
                 best, best_key = common, key
         if best_key is None or best < self.min_tokens:

@@ -35,6 +35,7 @@ from seetjax.serving.decode import (
     take_rows,
     write_rows,
 )
+from seetjax.serving.prefix_cache import shared_prefix
 from seetjax.serving.requests import MAX_TOP_LOGPROBS, ChoiceState
 from seetjax.serving.token_fsm import stack_tables
 
@@ -211,12 +212,10 @@ class RowBatch:
         for prompt in prompts:
             query, best, best_row = np.asarray(prompt, np.int32), 0, None
             for row, (tokens, tag) in self.parked.items():
-                m = min(len(tokens), len(query) - 1)
-                if m <= best or tag != version or any(row == r and whole
-                                                      for r, _, whole in found):
+                if (min(len(tokens), len(query) - 1) <= best or tag != version
+                        or any(row == r and whole for r, _, whole in found)):
                     continue
-                same = tokens[:m] == query[:m]
-                common = m if same.all() else int(same.argmin())
+                common = shared_prefix(tokens, query)
                 if common > best:
                     best, best_row = common, row
             if best_row is None or best < min_tokens:
