@@ -79,12 +79,15 @@ class Packing:
     """The tokens of N rows [N, T] packed into R <= N rows [R, L] for the model pass: each row's
     content copied verbatim (positions kept, segment ids shifted past the ones already in its
     packed row), so causal same-segment attention gives every token the hidden state it has in
-    its own row.
+    its own row. With a `tree`, rows that begin alike share the slots of their common leading
+    tokens instead (`PrefixTree`): the model computes each distinct prefix once.
 
-    rows:  TokenSequences [R, L]  the packed rows (loss_mask carried along, unused by the model)
+    rows:  TokenSequences [R, L]  the packed rows (loss_mask carried along, unused by the model;
+                                  with a tree: 1.0 on the slots of target tokens)
     index: [N, T] int32           for each token of the N rows whose model output is read (t >= 1
                                   and not padding), its flat slot r * L + l in `rows`; elsewhere
                                   R * L, a slot whose outputs are 0 (as `shift_right` gives t = 0)
+    tree:  PrefixTree or None     the shared layout's attention and prediction structure
 
     Split into chunks by rows, `rows` and `index` stay consistent when every chunk's rows are
     packed into that chunk's packed rows and `index` counts slots within the chunk (the packer
@@ -93,6 +96,7 @@ class Packing:
 
     rows: TokenSequences
     index: Array
+    tree: PrefixTree | None = None
 
     def unpack(self, values: Array) -> Array:
         """Per-slot values [R, L, ...] of the packed rows -> [N, T, ...] in the row layout:
@@ -100,6 +104,28 @@ class Packing:
         flat = values.reshape(-1, *values.shape[2:])
         flat = jnp.concatenate([flat, jnp.zeros_like(flat[:1])])
         return flat[self.index]
+
+
+@struct.dataclass
+class PrefixTree:
+    """Packed rows in which sequences that begin alike hold their common leading tokens once
+    (`Packing.tree`, `seetjax.learner.packing.pack_shared_rows`): a forest of token spans.
+
+    Each span (a node) is a run of consecutive slots. The packed rows' segment ids number the
+    nodes in depth-first preorder (1, 2, ... within a packed row; 0: padding) and `ends` holds,
+    on every slot of a node, one past the largest number in its subtree, so slot j is visible
+    from slot i when j <= i and ids[j] <= ids[i] < ends[j]: a node sees itself causally and its
+    ancestors whole, which are exactly the tokens before it in each of its sequences (nested
+    intervals; a forest of one-node trees is the plain same-segment mask). A sequence's token is
+    predicted from the slot `previous` names, the parent's last slot at a node's start.
+
+    ends:     [R, L] int32  see above (0 on padding)
+    previous: [R, L] int32  the slot, in the same packed row, of the token before this one in
+                            its sequences; -1 at a sequence's first token and on padding
+    """
+
+    ends: Array
+    previous: Array
 
 
 @struct.dataclass
@@ -188,3 +214,9 @@ def target_mask(sequences: TokenSequences) -> Array:
     has_prev = jnp.concatenate([jnp.zeros_like(seg[:, :1], bool), seg[:, 1:] == seg[:, :-1]],
                                axis=1) & (seg != 0)
     return sequences.loss_mask.astype(jnp.float32) * has_prev
+
+
+def tree_targets(rows: TokenSequences, tree: PrefixTree) -> Array:
+    """[R, L] f32: the slots of packed rows sharing prefixes that hold a target token of some
+    row (the packer's loss mask there) and are predicted from another slot."""
+    return rows.loss_mask.astype(jnp.float32) * (tree.previous >= 0)

@@ -24,12 +24,20 @@ config's cap, 4N + 1024).
 
 With `--learner` the timed batches become the learner's input instead, as a training step builds
 it (`trajectory_batch`: the run's row length and counterfactual pairs), and the run config's
-learner update is timed on them packed (`learner.pack_rows`) and with one episode per row, in
-alternating rounds: useful (non-padding) tokens/s of each, the padding share of the rows the model
-runs over, and the two first updates' loss difference.
+learner update is timed on them packed sharing prefixes (`learner.share_prefixes`), packed with
+every row alone (`learner.pack_rows`) and with one episode per row, in alternating rounds: useful
+(non-padding) tokens/s of each, the share of the real tokens sharing left uncomputed, the padding
+share of the rows the model runs over, and the largest first-update loss difference.
+
+With `--branch` the rollouts branch as the ablation's `branch` variant does (2 copies at each of
+an episode's first 2 calls that ran, `rollout.branch`); `--branch-compare` plays the same tasks
+plain and branching, alternating: generated tokens/s of each (every sampled token, branches'
+included) and seconds per generated token, which a fork that copies its parent's KV-cache row
+keeps near the plain rollout's (issue 44: a fork costs only its new tokens).
 
     python experiments/benchmarks/bench_rollout.py [--config configs/tiny.py --tasks 8]
-    python experiments/benchmarks/bench_rollout.py --learner --tasks 2 --rounds 3
+    python experiments/benchmarks/bench_rollout.py --learner --tasks 2 --rounds 3 [--branch]
+    python experiments/benchmarks/bench_rollout.py --branch-compare --config configs/testbed.py
     python experiments/benchmarks/bench_rollout.py --compare --model embedded:base \
         [--max-reply-tokens 256]
 """
@@ -51,11 +59,16 @@ from report import add_row, cpu_machine  # noqa: E402
 TITLE = "Rollouts: the multi-turn SEET loop on a run config (bench_rollout.py)"
 COLUMNS = ["date", "machine", "setting", "episodes/s", "generated tok/s", "sampling share",
            "environment share", "slow-loop share", "idle share of decoding"]
-LEARNER_TITLE = ("Learner on rollout batches: packed rows vs one episode per row "
+LEARNER_TITLE = ("Learner on rollout batches: shared prefixes, packed rows, one episode per row "
                  "(bench_rollout.py --learner)")
-LEARNER_COLUMNS = ["date", "machine", "setting", "packed useful tok/s",
-                   "one-per-row useful tok/s", "speed-up", "padding share packed / one-per-row",
-                   "first-update loss difference"]
+LEARNER_COLUMNS = ["date", "machine", "setting", "shared-prefix useful tok/s",
+                   "packed useful tok/s", "one-per-row useful tok/s",
+                   "speed-up shared / packed, packed / one per row", "tokens not computed",
+                   "padding share shared / packed / one per row", "first-update loss difference"]
+BRANCH_TITLE = "Rollouts: plain vs branching (bench_rollout.py --branch-compare)"
+BRANCH_COLUMNS = ["date", "machine", "setting", "plain generated tok/s",
+                  "branching generated tok/s", "ms per generated token plain / branching",
+                  "cost per token, branching / plain", "rows per batch plain / branching"]
 COMPARE_TITLE = "Rollouts: lock step vs the engine (bench_rollout.py --compare)"
 COMPARE_COLUMNS = ["date", "machine", "setting", "lock-step episodes/s", "engine episodes/s",
                    "speed-up", "idle share of decoding lock step / engine"]
@@ -77,6 +90,10 @@ def main() -> None:
                         help="lock step vs the engine on the same batches, side by side")
     parser.add_argument("--max-reply-tokens", type=int, default=0,
                         help="the long-reply setting: this reply cap (0: the config's limits)")
+    parser.add_argument("--branch", action="store_true",
+                        help="branching rollouts (2 copies at each episode's first 2 calls)")
+    parser.add_argument("--branch-compare", action="store_true",
+                        help="plain vs branching rollouts on the same tasks, side by side")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
     cpus = pin_threads(args.threads)
@@ -90,6 +107,7 @@ def main() -> None:
     from seetjax.models.hf import load_hf_checkpoint
     from seetjax.models.tokenizer import Tokenizer
     from seetjax.rl.config import build_plan
+    from seetjax.rollout.branching import BranchConfig
     from seetjax.rollout.loop import Rollout
     from seetjax.rollout.policy import SamplerPolicy
     from seetjax.sampling import Sampler
@@ -105,6 +123,10 @@ def main() -> None:
                 max_turn_tokens=3 * args.max_reply_tokens,
                 max_episode_tokens=max(limits.max_episode_tokens,
                                        4 * args.max_reply_tokens + 1024))))
+    branching = dataclasses.replace(plan.rollout, branch=BranchConfig(
+        points="every_call", k=2, max_forks=2))
+    if args.branch:
+        plan = dataclasses.replace(plan, rollout=branching)
     model_dir = resolve_model_path(args.model or config.model.path)
     tokenizer = Tokenizer.from_pretrained(model_dir)
     model = load_hf_checkpoint(model_dir)
@@ -129,6 +151,10 @@ def main() -> None:
 
     if args.compare:
         compare(args, plan, model, tokenizer, sampler, tasks, stage, model_dir, len(cpus))
+        return
+    if args.branch_compare:
+        branch_compare(args, plan, branching, model, tokenizer, sampler, tasks, stage, model_dir,
+                       len(cpus))
         return
     batch(0)  # compiles
     seconds, results = zip(*(batch(i + 1) for i in range(args.rounds)))
@@ -247,17 +273,71 @@ def compare(args, plan, model, tokenizer, sampler, tasks, stage, model_dir, thre
             f"{idle['lockstep']:.0%} / {idle['engine']:.0%}"])
 
 
+LEARNER_SETTINGS = {"shared prefixes": dict(pack_rows=True, share_prefixes=True),
+                    "packed": dict(pack_rows=True, share_prefixes=False),
+                    "one per row": dict(pack_rows=False)}
+
+
+def branch_compare(args, plan, branching, model, tokenizer, sampler, tasks, stage, model_dir,
+                   threads: int) -> None:
+    """The same tasks played plain and branching, alternating (module docstring)."""
+    import jax
+    from flax import nnx
+
+    from seetjax.rollout.loop import Rollout
+    from seetjax.rollout.policy import SamplerPolicy
+
+    rollouts = {"plain": Rollout(tokenizer, plan.rollout), "branching": Rollout(tokenizer,
+                                                                                branching)}
+
+    def batch(mode: str, i: int):
+        policy = SamplerPolicy(sampler, nnx.state(model), plan.sampling, tokenizer.stop_ids,
+                               jax.random.key(i))
+        start = time.perf_counter()
+        result = rollouts[mode](tasks[i * args.tasks:(i + 1) * args.tasks], policy, stage,
+                                progress=0.5, step=i, seed=i)
+        return time.perf_counter() - start, result
+
+    for mode in rollouts:
+        batch(mode, 0)  # compiles
+    runs: dict[str, list] = {m: [] for m in rollouts}
+    for i in range(args.rounds):
+        for mode in list(rollouts) if i % 2 == 0 else list(rollouts)[::-1]:
+            runs[mode].append(batch(mode, i + 1))
+    rates = {m: summary([s for s, _ in runs[m]], [r.times.reply_tokens for _, r in runs[m]])
+             for m in rollouts}
+    rows = {m: statistics.mean(len(r.episodes) for _, r in runs[m]) for m in rollouts}
+    per_token = {m: 1e3 / rates[m].rate for m in rollouts}
+    ratio = f"{per_token['branching'] / per_token['plain']:.2f}x"
+    print(f"generated tok/s: plain {rates['plain']}, branching {rates['branching']}; ms per "
+          f"generated token {per_token['plain']:.2f} / {per_token['branching']:.2f} ({ratio}); "
+          f"rows per batch {rows['plain']:.0f} / {rows['branching']:.0f}")
+    setting = (f"{args.config}, {os.path.basename(str(model_dir))} model, {args.tasks} tasks x "
+               f"{plan.rollout.group_size} samples, stage 3, T={plan.sampling.temperature}, "
+               f"branching every_call, k=2, 2 forks, {threads} threads, median of {args.rounds} "
+               f"alternating batches, load {load():.1f}")
+    record("rollout: plain vs branching", setting, rates, ratio)
+    if not args.no_write:
+        add_row(BRANCH_TITLE, BRANCH_COLUMNS, [
+            datetime.date.today().isoformat(), cpu_machine(), setting, str(rates["plain"]),
+            str(rates["branching"]), f"{per_token['plain']:.2f} / {per_token['branching']:.2f}",
+            ratio, f"{rows['plain']:.0f} / {rows['branching']:.0f}"])
+
+
 def learner_on(results, plan, model, pad_id: int, rollout_setting: str, args) -> None:
-    """The run config's learner update over the rollout batches, packed vs one per row."""
+    """The run config's learner update over the rollout batches: packed sharing prefixes, packed
+    rows alone, one per row (`LEARNER_SETTINGS`), in alternating rounds."""
     from seetjax.learner import create_learner
     from seetjax.rollout.batching import trajectory_batch
 
     runs, firsts = {}, {}
-    for name, pack in (("packed", True), ("one per row", False)):
-        learner, state = create_learner(model, dataclasses.replace(plan.learner, pack_rows=pack))
+    rows_per_episode = plan.rollout.branch.rows_per_episode
+    for name, fields in LEARNER_SETTINGS.items():
+        learner, state = create_learner(model, dataclasses.replace(plan.learner, **fields))
         batches = [trajectory_batch(r, pad_id=pad_id, row_multiple=learner.batch_divisor,
                                     length=plan.row_length, max_pairs=plan.max_pairs or None,
-                                    pair_seed=(0, i, 0)) for i, r in enumerate(results)]
+                                    pair_seed=(0, i, 0), rows_per_episode=rows_per_episode)
+                   for i, r in enumerate(results)]
         box = {"state": state}
 
         def run(learner=learner, batches=batches, box=box) -> list[dict]:
@@ -271,24 +351,33 @@ def learner_on(results, plan, model, pad_id: int, rollout_setting: str, args) ->
     tokens = sum(m["tokens"] for m in firsts["packed"])
     times = alternate(runs, args.rounds, warmup=0)
     rates = {name: summary(t, tokens) for name, t in times.items()}
-    padding = {name: statistics.mean(m["padding_share"] for m in firsts[name]) for name in firsts}
-    loss_gap = abs(firsts["packed"][0]["loss"] - firsts["one per row"][0]["loss"])
-    ratio = f"{rates['packed'].rate / rates['one per row'].rate:.2f}x"
-    print(f"useful tokens/s: packed {rates['packed']}, one per row {rates['one per row']} "
-          f"({ratio}); padding share {padding['packed']:.0%} / {padding['one per row']:.0%}; "
-          f"first-update loss difference {loss_gap:.1e}")
+    mean = lambda name, key: statistics.mean(m[key] for m in firsts[name])  # noqa: E731
+    saved = mean("shared prefixes", "shared_prefix_share")
+    padding = " / ".join(f"{mean(name, 'padding_share'):.0%}" for name in LEARNER_SETTINGS)
+    gap = max(abs(firsts[name][0]["loss"] - firsts["one per row"][0]["loss"])
+              for name in LEARNER_SETTINGS)
+    ratio = (f"{rates['shared prefixes'].rate / rates['packed'].rate:.2f}x / "
+             f"{rates['packed'].rate / rates['one per row'].rate:.2f}x")
+    print(f"useful tokens/s: shared prefixes {rates['shared prefixes']}, packed "
+          f"{rates['packed']}, one per row {rates['one per row']} (shared / packed, packed / one "
+          f"per row: {ratio}); tokens not computed {saved:.0%}; padding share {padding}; "
+          f"first-update loss difference {gap:.1e}")
     cfg = plan.learner
-    setting = (f"{rollout_setting.split(', stage 3')[0]}: {len(results)} rollout batches as "
-               f"training steps build them ({plan.row_length}-token rows, "
-               f"{cfg.micro_batches} micro-batches, {plan.max_pairs} pairs), the config's update "
-               f"({cfg.advantage} + {', '.join(t.name for t in cfg.losses)}), "
-               f"median of {args.rounds} alternating rounds, load {load():.1f}")
+    branch = plan.rollout.branch
+    setting = (f"{rollout_setting.split(', stage 3')[0]}"
+               + (f", branching ({branch.points}, k={branch.k}, {branch.max_forks} forks)"
+                  if branch.points != "none" else "")
+               + f": {len(results)} rollout batches as training steps build them "
+               f"({plan.row_length}-token rows, {cfg.micro_batches} micro-batches, "
+               f"{plan.max_pairs} pairs), the config's update ({cfg.advantage} + "
+               f"{', '.join(t.name for t in cfg.losses)}), median of {args.rounds} alternating "
+               f"rounds, load {load():.1f}")
     record("learner on rollout batches", setting, rates, ratio)
     if not args.no_write:
         add_row(LEARNER_TITLE, LEARNER_COLUMNS, [
-            datetime.date.today().isoformat(), cpu_machine(), setting, str(rates["packed"]),
-            str(rates["one per row"]), ratio,
-            f"{padding['packed']:.0%} / {padding['one per row']:.0%}", f"{loss_gap:.1e}"])
+            datetime.date.today().isoformat(), cpu_machine(), setting,
+            *(str(rates[name]) for name in LEARNER_SETTINGS), ratio, f"{saved:.0%}", padding,
+            f"{gap:.1e}"])
 
 
 if __name__ == "__main__":

@@ -94,7 +94,13 @@ class LearnerConfig:
     pack_rows: the model runs over the rows packed several to a row (`seetjax.learner.packing`;
     losses, gradients and log-probs equal the unpacked ones up to float rounding); target_logits:
     the LM head runs only at the positions that predict target tokens, the only ones any loss
-    reads (`seetjax.learner.targets`; the same losses and gradients up to float rounding)."""
+    reads (`seetjax.learner.targets`; the same losses and gradients up to float rounding);
+    share_prefixes: packed rows that begin alike hold their common leading tokens once, computed
+    once (`seetjax.learner.prefix_tree`: a GRPO group's prompt, a branch row's history; the same
+    losses and gradients up to float rounding; with pack_rows only). With several micro-batches
+    or devices, rows are first regrouped within their mini-batch so that rows beginning alike
+    share a micro-batch (`packing.sharing_order`): updates are unchanged, but the
+    grad_variance metric then compares micro-batches of whole prompt groups."""
 
     losses: tuple[LossTerm, ...]
     advantage: str | None = None
@@ -109,6 +115,7 @@ class LearnerConfig:
     peak_flops_per_device: float = 0.0
     pack_rows: bool = True
     target_logits: bool = True
+    share_prefixes: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "losses", tuple(self.losses))
@@ -136,7 +143,7 @@ class LearnerConfig:
                           "temperature; greedy rollouts are scored at 1.0)")
         if self.logprob_chunk < 0:
             raise invalid(self, "logprob_chunk", self.logprob_chunk, "must be >= 0")
-        for name in ("pack_rows", "target_logits"):
+        for name in ("pack_rows", "target_logits", "share_prefixes"):
             if not isinstance(getattr(self, name), bool):
                 raise invalid(self, name, getattr(self, name), "must be True or False")
         if len(self.mesh) != 3 or self.mesh.count(-1) > 1:
@@ -210,7 +217,7 @@ def learner_config(spec: Mapping[str, Any]) -> LearnerConfig:
     counterfactual_weight (lambda_cf, 0 = off), counterfactual: the SEET counterfactual term;
     optimizer: OptimizerConfig fields; lora: LoRAConfig fields (rank 0 = off); mesh: {data, fsdp,
     tensor}; and mini_batches, micro_batches, temperature, logprob_chunk, peak_flops_per_device,
-    pack_rows.
+    pack_rows, target_logits, share_prefixes.
     """
     spec = dict(spec)
     algorithm = spec.pop("algorithm", "grpo")

@@ -8,8 +8,13 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from seetjax.batch import TokenSequences, target_mask
-from seetjax.losses.logprobs import sequence_token_stats, shift_right, target_token_stats
+from seetjax.batch import TokenSequences, target_mask, tree_targets
+from seetjax.losses.logprobs import (
+    preceding,
+    sequence_token_stats,
+    shift_right,
+    target_token_stats,
+)
 
 Array = jax.Array
 
@@ -27,19 +32,27 @@ def sequence_outputs(graphdef: nnx.GraphDef, states: tuple[nnx.State, ...], seqs
                      *, temperature: float = 1.0, chunk: int = 0, entropy: bool = False,
                      values: bool = False) -> Outputs:
     """One forward pass of the model `nnx.merge(graphdef, *states)` over `seqs`: over its packed
-    rows when it has a `Packing`, the outputs then gathered back into the layout of `seqs`. Rows
-    with a `target_width` get log-probs, entropy and mean log-probs at their target tokens only
-    (`target_mask`; 0 elsewhere), every loss reading them there alone."""
+    rows when it has a `Packing` (sharing prefixes with a `PrefixTree`), the outputs then gathered
+    back into the layout of `seqs`. Rows with a `target_width` get log-probs, entropy and mean
+    log-probs at their target tokens only (`target_mask`; 0 elsewhere), every loss reading them
+    there alone."""
     model = nnx.merge(graphdef, *states)
     rows = seqs if seqs.packing is None else seqs.packing.rows
-    hidden, _ = model.hidden_states(rows.tokens, rows.positions, rows.segment_ids)
+    tree = None if seqs.packing is None else seqs.packing.tree
+    previous = None if tree is None else tree.previous
+    hidden, _ = model.hidden_states(rows.tokens, rows.positions, rows.segment_ids,
+                                    segment_ends=None if tree is None else tree.ends)
     if rows.target_width:
-        stats = target_token_stats(hidden, rows.tokens, target_mask(rows) > 0, rows.target_width,
-                                   model.logits, temperature, chunk, entropy)
+        targets = target_mask(rows) if tree is None else tree_targets(rows, tree)
+        stats = target_token_stats(hidden, rows.tokens, targets > 0, rows.target_width,
+                                   model.logits, temperature, chunk, entropy, previous)
     else:
         stats = sequence_token_stats(hidden, rows.tokens, model.logits, temperature, chunk,
-                                     entropy)
-    value = shift_right(model.values(hidden)) if values else None
+                                     entropy, previous)
+    value = None
+    if values:
+        value = (shift_right(model.values(hidden)) if tree is None
+                 else preceding(model.values(hidden), previous))
     out = Outputs(stats.logprobs, stats.entropy, stats.mean_logprobs, value)
     return out if seqs.packing is None else jax.tree.map(seqs.packing.unpack, out)
 

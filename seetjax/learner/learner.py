@@ -18,6 +18,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
@@ -88,12 +89,22 @@ class Learner:
 
     def ready(self, batch: TrajectoryBatch) -> TrajectoryBatch:
         """`batch` validated and, with `config.pack_rows`, packed for the chunks and devices of
-        this learner's step (`packing.pack_batch`); with `config.target_logits`, its model rows
-        told how many target tokens they hold (`targets.with_target_widths`)."""
+        this learner's step (`packing.pack_batch`; with `config.share_prefixes` its rows first
+        reordered within their mini-batches so that rows beginning alike share a micro-batch
+        and device, `packing.sharing_order`); with `config.target_logits`, its model rows told
+        how many target tokens they hold (`targets.with_target_widths`)."""
         validate_batch(batch, self.config, self.batch_divisor)
         if self.config.pack_rows:
-            chunks = self.config.mini_batches * self.config.micro_batches
-            batch = packing.pack_batch(batch, chunks, self.local_batch_devices)
+            updates, micros = self.config.mini_batches, self.config.micro_batches
+            devices = self.local_batch_devices
+            if self.config.share_prefixes and micros * devices > 1:
+                order = functools.partial(packing.sharing_order, updates=updates, micros=micros,
+                                          devices=devices)
+                batch = packing.reordered(
+                    batch, order(batch.sequences) if batch.sequences is not None else None,
+                    order(batch.pairs.chosen) if batch.pairs is not None else None)
+            batch = packing.pack_batch(batch, updates * micros, devices,
+                                       self.config.share_prefixes)
         if self.config.target_logits:
             batch = targets.with_target_widths(batch)
         return batch
@@ -123,7 +134,8 @@ class Learner:
         """[N, T] log-probs of every token as the loss terms see them (entry t: token t; through
         packed rows with `config.pack_rows`, as in the update, and 0 on padding then)."""
         if self.config.pack_rows:
-            seqs = packing.pack_rows(seqs)
+            seqs = (packing.pack_shared_rows if self.config.share_prefixes
+                    else packing.pack_rows)(seqs)
         return self._logprobs(state.params, state.frozen, self.place(seqs))
 
     def model(self, state: TrainState) -> Transformer:
@@ -170,15 +182,21 @@ def _row_sets(batch: TrajectoryBatch) -> list[TokenSequences]:
 
 
 def padding_shares(batch: TrajectoryBatch, tokens: float) -> dict[str, float]:
-    """Padding's share of the token slots of `batch` with `tokens` real ones: padding_share of
-    the rows the model ran over (the packed rows, when packed), padding_share_unpacked of one
-    sequence per row."""
-    def share(rows: list[TokenSequences]) -> float:
-        return 1.0 - tokens / (sum(r.tokens.size for r in rows) * jax.process_count())
-
+    """For `batch` with `tokens` real ones: padding's share of the slots of the rows the model
+    ran over (the packed rows, when packed; padding_share) and of one sequence per row
+    (padding_share_unpacked), and the share of the real tokens that shared prefixes saved
+    computing (shared_prefix_share, `config.share_prefixes`; from this process's rows)."""
     rows = _row_sets(batch)
-    return {"padding_share": share([r if r.packing is None else r.packing.rows for r in rows]),
-            "padding_share_unpacked": share(rows)}
+    model_rows = [r if r.packing is None else r.packing.rows for r in rows]
+    real = sum(int(np.count_nonzero(np.asarray(r.segment_ids))) for r in rows)
+    computed = sum(int(np.count_nonzero(np.asarray(r.segment_ids))) for r in model_rows)
+    shared = 1.0 - computed / real if real else 0.0
+
+    def share(sets: list[TokenSequences], real_tokens: float) -> float:
+        return 1.0 - real_tokens / (sum(r.tokens.size for r in sets) * jax.process_count())
+
+    return {"padding_share": share(model_rows, tokens * (1.0 - shared)),
+            "padding_share_unpacked": share(rows, tokens), "shared_prefix_share": shared}
 
 
 def validate_batch(batch: TrajectoryBatch, config: LearnerConfig, divisor: int) -> None:

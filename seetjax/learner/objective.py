@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from flax import nnx, struct
 
 from seetjax import losses
-from seetjax.batch import TrajectoryBatch, row_mask, target_mask
+from seetjax.batch import TokenSequences, TrajectoryBatch, row_mask, target_mask
 from seetjax.learner.config import LearnerConfig
 from seetjax.learner.forward import Outputs, masked_sums, sequence_outputs
 from seetjax.losses.advantages import credit_to_trained, last_position, outcome_rewards
@@ -103,8 +103,13 @@ def _trained_rows(cfg: LearnerConfig) -> dict[str, bool]:
 
 def flop_tokens(cfg: LearnerConfig, batch: TrajectoryBatch) -> Array:
     """Real tokens weighted by forward-pass equivalents: 3 for a forward + backward pass, 1 for a
-    no-gradient pass (FLOPs = this x `ModelConfig.flops_per_token`)."""
-    count = lambda s: jnp.sum(s.segment_ids != 0).astype(jnp.float32)  # noqa: E731
+    no-gradient pass (FLOPs = this x `ModelConfig.flops_per_token`). The tokens the model runs
+    over: of the packed rows when packed, a shared prefix's once."""
+
+    def count(s: TokenSequences) -> Array:
+        rows = s if s.packing is None else s.packing.rows
+        return jnp.sum(rows.segment_ids != 0).astype(jnp.float32)
+
     needs, trained = _prepass_needs(cfg, batch), _trained_rows(cfg)
     total = jnp.zeros((), jnp.float32)
     if batch.sequences is not None:

@@ -27,13 +27,15 @@ group) + 1 shapes, so compilations stay bounded.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from seetjax.batch import Packing, TokenSequences, TrajectoryBatch
+from seetjax.batch import Packing, PrefixTree, TokenSequences, TrajectoryBatch
+from seetjax.learner import prefix_tree
 
 
 def row_lengths(segment_ids: np.ndarray) -> np.ndarray:
@@ -123,14 +125,149 @@ def pack_rows(seqs: TokenSequences, chunks: int = 1, devices: int = 1) -> TokenS
     return seqs.replace(packing=Packing(rows=rows, index=index))
 
 
-def pack_batch(batch: TrajectoryBatch, chunks: int = 1, devices: int = 1) -> TrajectoryBatch:
+def _single_segment(segment_ids: np.ndarray, length: int) -> bool:
+    """Whether a row's `length` leading slots are one segment (the rows a trie may share)."""
+    return bool(length) and segment_ids[0] != 0 and bool(np.all(segment_ids[:length]
+                                                                 == segment_ids[0]))
+
+
+def pack_shared_rows(seqs: TokenSequences, chunks: int = 1, devices: int = 1) -> TokenSequences:
+    """`pack_rows` with the rows' common leading tokens laid once (`PrefixTree`,
+    `seetjax.learner.prefix_tree`): within each (chunk, device block) group, rows that begin
+    alike share the slots of their common prefix; the outputs gathered back are every row's own
+    (equal to `pack_rows`' up to float rounding). Same groups, bucketing and `index` rules."""
+    tokens, positions, segments, masks = (np.asarray(x) for x in (
+        seqs.tokens, seqs.positions, seqs.segment_ids, seqs.loss_mask))
+    n, width = tokens.shape
+    groups = chunks * devices
+    if n % groups:
+        raise ValueError(f"pack_shared_rows: {n} rows do not split into {chunks} chunks x "
+                         f"{devices} devices")
+    lengths = row_lengths(segments)
+    keys = {m: prefix_tree.row_keys(tokens[m, :lengths[m]], positions[m, :lengths[m]])
+            for m in range(n) if _single_segment(segments[m], lengths[m])}
+    of_group = row_groups(n, chunks, devices)
+    bins = [prefix_tree.plan_bins(keys, {int(m): int(lengths[m])
+                                         for m in np.flatnonzero(of_group == g)}, width)
+            for g in range(groups)]
+    per_group = agreed_max(bucket_rows(max(len(b) for b in bins), n // groups))
+    offset = jax.process_index() * devices * per_group
+    shape = (groups * per_group, width)
+    out = {name: np.zeros(shape, dtype) for name, dtype in (
+        ("tokens", tokens.dtype), ("positions", positions.dtype), ("segment_ids", np.int32),
+        ("ends", np.int32), ("loss_mask", masks.dtype))}
+    out["previous"] = np.full(shape, -1, np.int32)
+    index = np.full((n, width), jax.process_count() * devices * per_group * width, np.int32)
+    for g, group_bins in enumerate(bins):
+        chunk, block = divmod(g, devices)
+        for k, members in enumerate(group_bins):
+            row = (block * per_group + k) * chunks + chunk
+            _lay_row((tokens, positions, segments, masks), keys, members,
+                     {name: x[row] for name, x in out.items()}, index,
+                     (offset + row // chunks) * width)
+    rows = TokenSequences(**{f: out[f] for f in ("tokens", "positions", "segment_ids",
+                                                  "loss_mask")})
+    tree = PrefixTree(ends=out["ends"], previous=out["previous"])
+    return seqs.replace(packing=Packing(rows=rows, index=index, tree=tree))
+
+
+def _lay_row(arrays: tuple[np.ndarray, ...], keys: dict[int, np.ndarray], members: list[int],
+             out: dict[str, np.ndarray], index: np.ndarray, base: int) -> None:
+    """Lays rows `members` of `arrays` (tokens, positions, segment ids, loss masks) in one packed
+    row (`out`: its arrays, written in place) as one trie of the rows with keys, each other row
+    segment by segment (a trie of rows takes at most their lengths: plain bins fit too), and
+    points `index` (flat slots from `base`) at each member's tokens."""
+    tokens, positions, segments, masks = arrays
+    forests = [prefix_tree.build_forest(keys, [m for m in members if m in keys])]
+    for m in members:
+        if m not in keys:
+            nodes = prefix_tree.segment_nodes(m, segments[m])
+            forests.append((nodes, {m: nodes}))
+    slot, next_id = 0, 1
+    previous = out["previous"]
+    for roots, paths in forests:
+        placed, slot, next_id = prefix_tree.lay_out(roots, slot, next_id)
+        for p in placed:
+            dst, cols = slice(p.slot, p.slot + p.node.end - p.node.start), slice(p.node.start,
+                                                                                 p.node.end)
+            out["tokens"][dst] = tokens[p.node.row, cols]
+            out["positions"][dst] = positions[p.node.row, cols]
+            out["segment_ids"][dst], out["ends"][dst] = p.id, p.end_id
+            previous[dst] = np.arange(dst.start - 1, dst.stop - 1)
+            previous[dst.start] = p.previous
+        at = {id(p.node): p.slot for p in placed}
+        for m, path in paths.items():
+            for node in path:
+                cols = np.arange(node.start, node.end)
+                dst = at[id(node)] + cols - node.start
+                read = previous[dst] >= 0
+                index[m, cols[read]] = base + dst[read]
+                out["loss_mask"][dst[read]] = np.maximum(out["loss_mask"][dst[read]],
+                                                         masks[m, cols[read]])
+
+
+def sharing_order(seqs: TokenSequences, updates: int = 1, micros: int = 1, devices: int = 1
+                  ) -> np.ndarray:
+    """[N] int: an order of the rows (row i of the result is row order[i]) in which rows that
+    begin alike share a (micro-batch, device block) group, so that they can share prefixes:
+    the learner deals rows to its updates x micros chunks with a stride (`row_groups`), which
+    spreads a GRPO group over every micro-batch. Each row stays in its mini-batch (an update
+    sees the rows it saw, and accumulating micro-batches sums the same gradients); within one,
+    its rows in lexicographic order of tokens and positions are dealt to the groups in
+    contiguous runs, real rows as evenly as they go, padding rows last."""
+    segments = np.asarray(seqs.segment_ids)
+    n = segments.shape[0]
+    chunks = updates * micros
+    lengths = row_lengths(segments)
+    tokens, positions = np.asarray(seqs.tokens), np.asarray(seqs.positions)
+    of_group = row_groups(n, chunks, devices)
+    update = np.arange(n) % chunks // micros
+    order = np.arange(n)
+    for u in range(updates):
+        slots = np.flatnonzero(update == u)
+        real = sorted((int(m) for m in slots if lengths[m]), key=lambda m: (
+            not _single_segment(segments[m], lengths[m]),
+            prefix_tree.row_keys(tokens[m, :lengths[m]], positions[m, :lengths[m]]).tolist(), m))
+        rest = [int(m) for m in slots if not lengths[m]]
+        groups = sorted(set(of_group[slots].tolist()))
+        share, extra = divmod(len(real), len(groups))
+        for k, g in enumerate(groups):
+            take = share + (k < extra)
+            mine = slots[of_group[slots] == g]
+            rows, real = real[:take], real[take:]
+            rows += rest[:len(mine) - len(rows)]
+            rest = rest[len(mine) - take:]
+            order[mine] = rows
+    return order
+
+
+def reordered(batch: TrajectoryBatch, order: np.ndarray | None,
+              pair_order: np.ndarray | None = None) -> TrajectoryBatch:
+    """`batch` (host arrays) with its rows in `order` and its pairs in `pair_order` (None:
+    as they are)."""
+    def take(tree, idx):
+        return jax.tree.map(lambda x: np.asarray(x)[idx], tree)
+
+    fields = {}
+    if order is not None:
+        fields = {f.name: take(getattr(batch, f.name), order)
+                  for f in dataclasses.fields(batch)
+                  if f.name != "pairs" and getattr(batch, f.name) is not None}
+    if pair_order is not None and batch.pairs is not None:
+        fields["pairs"] = take(batch.pairs, pair_order)
+    return batch.replace(**fields)
+
+
+def pack_batch(batch: TrajectoryBatch, chunks: int = 1, devices: int = 1,
+               share_prefixes: bool = False) -> TrajectoryBatch:
     """`batch` with its trajectories and its pairs' chosen and rejected rows packed
-    (`pack_rows`)."""
+    (`pack_rows`, or with `share_prefixes` `pack_shared_rows`)."""
+    pack = pack_shared_rows if share_prefixes else pack_rows
     if batch.sequences is not None:
-        batch = batch.replace(sequences=pack_rows(batch.sequences, chunks, devices))
+        batch = batch.replace(sequences=pack(batch.sequences, chunks, devices))
     if batch.pairs is not None:
         pairs = batch.pairs
         batch = batch.replace(pairs=pairs.replace(
-            chosen=pack_rows(pairs.chosen, chunks, devices),
-            rejected=pack_rows(pairs.rejected, chunks, devices)))
+            chosen=pack(pairs.chosen, chunks, devices),
+            rejected=pack(pairs.rejected, chunks, devices)))
     return batch

@@ -20,25 +20,29 @@ from __future__ import annotations
 
 import numpy as np
 
-from seetjax.batch import TokenSequences, TrajectoryBatch
+from seetjax.batch import PrefixTree, TokenSequences, TrajectoryBatch
 from seetjax.learner.packing import agreed_max
 
 FRACTIONS = (16, 8, 4, 2)  # the widths tried: row / 16, row / 8, ...
 
 
-def target_counts(rows: TokenSequences) -> np.ndarray:
-    """[N] int: each row's target tokens (`seetjax.batch.target_mask`, computed on the host)."""
+def target_counts(rows: TokenSequences, tree: PrefixTree | None = None) -> np.ndarray:
+    """[N] int: each row's target tokens (`seetjax.batch.target_mask`, or `tree_targets` for
+    packed rows sharing prefixes; computed on the host)."""
+    if tree is not None:
+        return np.sum((np.asarray(rows.loss_mask) != 0) & (np.asarray(tree.previous) >= 0),
+                      axis=1)
     seg = np.asarray(rows.segment_ids)
     has_prev = np.zeros(seg.shape, bool)
     has_prev[:, 1:] = (seg[:, 1:] == seg[:, :-1]) & (seg[:, 1:] != 0)
     return np.sum((np.asarray(rows.loss_mask) != 0) & has_prev, axis=1)
 
 
-def target_width(rows: TokenSequences) -> int:
+def target_width(rows: TokenSequences, tree: PrefixTree | None = None) -> int:
     """The smallest row / 16, row / 8, row / 4 or row / 2 (a multiple of 8) that holds every
     row's target tokens, or 0 (the head at every position) when none does."""
     length = rows.tokens.shape[1]
-    most = agreed_max(int(target_counts(rows).max(initial=0)))
+    most = agreed_max(int(target_counts(rows, tree).max(initial=0)))
     for fraction in FRACTIONS:
         width = -(-length // (8 * fraction)) * 8
         if most <= width < length:
@@ -58,7 +62,7 @@ def _with_width(seqs: TokenSequences) -> TokenSequences:
         return seqs.replace(target_width=target_width(seqs))
     rows = seqs.packing.rows
     return seqs.replace(packing=seqs.packing.replace(
-        rows=rows.replace(target_width=target_width(rows))))
+        rows=rows.replace(target_width=target_width(rows, seqs.packing.tree))))
 
 
 def with_target_widths(batch: TrajectoryBatch) -> TrajectoryBatch:

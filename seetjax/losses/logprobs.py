@@ -79,11 +79,25 @@ def shift_right(values: Array) -> Array:
     return jnp.concatenate([jnp.zeros_like(values[:, :1]), values[:, :-1]], axis=1)
 
 
+def preceding(values: Array, previous: Array) -> Array:
+    """values [N, T, ...] of the slots each slot's token is predicted from: out[n, t] =
+    values[n, previous[n, t]], 0 where previous is -1 (a packed row sharing its prefixes,
+    `seetjax.batch.PrefixTree`; `shift_right` is the case previous[t] = t - 1)."""
+    index = jnp.maximum(previous, 0).reshape(*previous.shape, *(1,) * (values.ndim - 2))
+    picked = jnp.take_along_axis(values, index, axis=1)
+    return jnp.where((previous >= 0).reshape(index.shape), picked, 0)
+
+
 def sequence_token_stats(hidden: Array, tokens: Array, head: Callable[[Array], Array],
                          temperature: float = 1.0, chunk: int = 0,
-                         with_entropy: bool = True) -> TokenStats:
+                         with_entropy: bool = True, previous: Array | None = None) -> TokenStats:
     """Stats of every token of `tokens` [N, T] given the hidden states [N, T, H] of the same rows,
-    aligned with `tokens` (entry t: token t predicted from position t - 1; entry 0 is 0)."""
+    aligned with `tokens` (entry t: token t predicted from position t - 1, or from `previous[t]`
+    when given; entry 0, or where previous is -1, is 0)."""
+    if previous is not None:
+        stats = chunked_token_stats(preceding(hidden, previous), tokens, head, temperature,
+                                    chunk, with_entropy)
+        return jax.tree.map(lambda s: jnp.where(previous >= 0, s, 0), stats)
     next_tokens = jnp.concatenate([tokens[:, 1:], tokens[:, :1]], axis=1)
     stats = chunked_token_stats(hidden, next_tokens, head, temperature, chunk, with_entropy)
     return jax.tree.map(shift_right, stats)
@@ -91,22 +105,25 @@ def sequence_token_stats(hidden: Array, tokens: Array, head: Callable[[Array], A
 
 def target_token_stats(hidden: Array, tokens: Array, targets: Array, width: int,
                        head: Callable[[Array], Array], temperature: float = 1.0, chunk: int = 0,
-                       with_entropy: bool = True) -> TokenStats:
+                       with_entropy: bool = True, previous: Array | None = None) -> TokenStats:
     """`sequence_token_stats` at the tokens `targets` [N, T] (bool) marks, 0 elsewhere, with the
     LM head run at `width` positions per row instead of T: the hidden states that predict the
     marked tokens are gathered (row by row, in order), scored, and the stats scattered back.
 
     Every row must mark at most `width` tokens (more would be dropped); a marked token t >= 1 is
-    predicted from position t - 1. The head's FLOPs and the logits' memory shrink by width / T.
+    predicted from position t - 1, or from `previous[t]` when given. The head's FLOPs and the
+    logits' memory shrink by width / T.
     """
     n, t = tokens.shape
-    source = jnp.concatenate([targets[:, 1:], jnp.zeros_like(targets[:, :1])], axis=1)
-    # Filler slots read position t - 1 (never a source: its token would be t) and write to t,
-    # outside the row, where the scatter drops them.
-    index = jax.vmap(lambda m: jnp.nonzero(m, size=width, fill_value=t - 1)[0])(source)
-    gathered = jnp.take_along_axis(hidden, index[..., None], axis=1)
-    next_tokens = jnp.take_along_axis(tokens, jnp.minimum(index + 1, t - 1), axis=1)
-    stats = chunked_token_stats(gathered, next_tokens, head, temperature, chunk, with_entropy)
+    # Filler entries point past the row: their reads are clamped and their writes dropped.
+    index = jax.vmap(lambda m: jnp.nonzero(m, size=width, fill_value=t)[0])(targets)
+    inside = jnp.minimum(index, t - 1)
+    source = (inside - 1 if previous is None
+              else jnp.take_along_axis(previous, inside, axis=1))
+    index = jnp.where(source >= 0, index, t)  # a token predicted from nothing: never scored
+    gathered = jnp.take_along_axis(hidden, jnp.maximum(source, 0)[..., None], axis=1)
+    marked = jnp.take_along_axis(tokens, inside, axis=1)
+    stats = chunked_token_stats(gathered, marked, head, temperature, chunk, with_entropy)
     rows = jnp.arange(n)[:, None]
     return jax.tree.map(
-        lambda s: jnp.zeros((n, t), s.dtype).at[rows, index + 1].set(s, mode="drop"), stats)
+        lambda s: jnp.zeros((n, t), s.dtype).at[rows, index].set(s, mode="drop"), stats)

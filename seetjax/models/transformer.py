@@ -276,13 +276,19 @@ def rematerialised(layer: DecoderLayer, remat: str):
     return functools.partial(jax.checkpoint(pure, policy=_REMAT_POLICIES[remat]), state)
 
 
-def segment_mask(attention_mask: Array) -> Array:
-    """[B, T] segment ids (0 = padding) -> [B, T, T] causal same-segment mask."""
+def segment_mask(attention_mask: Array, segment_ends: Array | None = None) -> Array:
+    """[B, T] segment ids (0 = padding) -> [B, T, T] causal same-segment mask. With
+    `segment_ends` [B, T], segments nest (`seetjax.batch.PrefixTree`): token j is visible from
+    token i when j <= i and ids[j] <= ids[i] < ends[j]."""
     seg = attention_mask
     t = seg.shape[1]
     causal = jnp.tril(jnp.ones((t, t), bool))
-    same = (seg[:, :, None] == seg[:, None, :]) & (seg[:, None, :] != 0)
-    return causal[None] & same
+    if segment_ends is None:
+        visible = seg[:, :, None] == seg[:, None, :]
+    else:
+        visible = ((seg[:, None, :] <= seg[:, :, None])
+                   & (seg[:, :, None] < segment_ends[:, None, :]))
+    return causal[None] & visible & (seg[:, None, :] != 0)
 
 
 def cache_mask(lengths: Array, length: int, slots: int) -> Array:
@@ -305,11 +311,12 @@ class Transformer(nnx.Module):
                            if cfg.value_head else None)
 
     def hidden_states(self, tokens: Array, positions: Array, attention_mask: Array,
-                      cache: KVCache | None = None, *, window: int = 0
-                      ) -> tuple[Array, KVCache | None]:
+                      cache: KVCache | None = None, *, window: int = 0,
+                      segment_ends: Array | None = None) -> tuple[Array, KVCache | None]:
         """Final-normed hidden states [B, T, H].
 
-        Without a cache `attention_mask` holds segment ids. With one it marks which of the new
+        Without a cache `attention_mask` holds segment ids, nested ones with `segment_ends`
+        (`segment_mask`: packed rows sharing their prefixes). With one it marks which of the new
         tokens are real; they must come first in each row (right padding), and each row's cache
         length grows by their count. `window` (static; 0: all the cache's slots) bounds the slots
         attention reads to the first `window`: the caller's promise that every row's new tokens
@@ -318,7 +325,7 @@ class Transformer(nnx.Module):
         """
         x = self.embed_tokens(tokens)
         if cache is None:
-            mask = segment_mask(attention_mask)
+            mask = segment_mask(attention_mask, segment_ends)
         else:
             slots = min(window, cache.slots) if window else cache.slots
             mask = cache_mask(cache.lengths, tokens.shape[1], slots)

@@ -68,6 +68,50 @@ def rl_batch(seed: int = 0, rows: int = 16, length: int = 24, group: int = 4,
     return batch
 
 
+def shared_prefix_batch(seed: int = 0, rows: int = 16, length: int = 48, group: int = 4,
+                        pairs: int = 0) -> TrajectoryBatch:
+    """`rl_batch` whose rows begin alike, as rollouts' do: each group's rows start with one
+    prompt; some rows are branches (another row's tokens up to a point, masked, then their own);
+    one row repeats another and one is a strict prefix of another; a padding row. The pairs' chosen
+    and rejected rows share their prefix, and pairs share prefixes with each other."""
+    rng = np.random.RandomState(seed)
+    tokens, masks = [], []
+    for i in range(rows - 1):
+        if i % group == 0:
+            prompt = rng.randint(1, VOCAB, rng.randint(6, 12)).tolist()
+        if i % group == 3 and len(tokens[-1]) > len(prompt) + 2:  # a branch of the row before
+            cut = rng.randint(len(prompt) + 1, len(tokens[-1]))
+            head = tokens[-1][:cut]
+            tail = rng.randint(1, VOCAB, rng.randint(2, length - cut)).tolist()
+            tokens.append(head + tail)
+            masks.append([0.0] * cut + [1.0] * len(tail))
+            continue
+        episode, mask = _episode(rng, length - len(prompt))
+        tokens.append(prompt + episode)
+        masks.append([0.0] * len(prompt) + mask)
+    tokens[5], masks[5] = list(tokens[4]), list(masks[4])  # a repeated row
+    tokens[9], masks[9] = tokens[8][:-2], masks[8][:-2]  # a strict prefix of another row
+    seqs = TokenSequences.from_rows(tokens + [[]], masks + [[]], length)
+    old = np.where(seqs.loss_mask > 0, -rng.rand(rows, length) * 4 - 1, 0).astype(np.float32)
+    batch = TrajectoryBatch(sequences=seqs, old_logprobs=old,
+                            rewards=rng.randint(0, 3, rows).astype(np.float32),
+                            group_ids=(np.arange(rows) // group).astype(np.int32),
+                            step_keys=reply_keys(seqs))
+    if pairs:  # half-length pairs (so that they pack), two by two beginning alike
+        pair_rows = preference_pairs(rng, pairs, length // 2)
+        first = np.asarray(pair_rows.chosen.tokens)[0::2, :4]
+
+        def widen(s: TokenSequences) -> TokenSequences:
+            fields = {f: np.pad(np.asarray(getattr(s, f)), ((0, 0), (0, length - length // 2)))
+                      for f in ("tokens", "positions", "segment_ids", "loss_mask")}
+            fields["tokens"][1::2, :4] = first
+            return s.replace(**fields)
+
+        batch = batch.replace(pairs=pair_rows.replace(chosen=widen(pair_rows.chosen),
+                                                      rejected=widen(pair_rows.rejected)))
+    return batch
+
+
 def reply_keys(seqs: TokenSequences) -> np.ndarray:
     """[N, T] int32: each run of loss-mask tokens (a generated turn) keyed by its index in the
     row, -1 elsewhere: a group's rows share their states turn by turn (GiGPO's step groups)."""

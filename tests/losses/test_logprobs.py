@@ -7,6 +7,7 @@ import pytest
 
 from seetjax.losses.logprobs import (
     chunked_token_stats,
+    preceding,
     sequence_token_stats,
     target_token_stats,
     token_stats,
@@ -94,3 +95,26 @@ def test_target_stats_equal_the_full_ones_at_targets_with_gradients(chunk):
     np.testing.assert_allclose(s_part.entropy, s_full.entropy * expected_nonzero, atol=1e-5)
     np.testing.assert_allclose(part, full, rtol=1e-6)
     np.testing.assert_allclose(g_part, g_full, atol=1e-5)
+
+
+def test_stats_predicted_from_named_slots():
+    """With `previous` naming each token's predecessor slot (packed rows sharing prefixes), the
+    stats are those of a row laid in that order: here slot 3 is a second branch after slot 1,
+    so [0, 1, 3] is a sequence; previous = t - 1 is the plain shift."""
+    rng = np.random.RandomState(4)
+    hidden = jnp.asarray(rng.randn(1, 4, 4), jnp.float32)
+    tokens = jnp.asarray([[3, 5, 7, 9]])
+    w = jnp.asarray(rng.randn(4, 11), jnp.float32)
+    head = lambda h: h @ w  # noqa: E731
+    shifted = sequence_token_stats(hidden, tokens, head)
+    plain = sequence_token_stats(hidden, tokens, head, previous=jnp.asarray([[-1, 0, 1, 2]]))
+    np.testing.assert_allclose(plain.logprobs, shifted.logprobs, atol=1e-6)
+    tree = jnp.asarray([[-1, 0, 1, 1]])
+    branched = sequence_token_stats(hidden, tokens, head, previous=tree)
+    row = sequence_token_stats(hidden[:, [0, 1, 3]], tokens[:, [0, 1, 3]], head)
+    # the branch's token 9 (slot 3) is predicted from slot 1, as in the row [3, 5, 9]
+    np.testing.assert_allclose(branched.logprobs[:, [0, 1, 3]], row.logprobs, atol=1e-6)
+    targets = jnp.asarray([[False, True, True, True]])
+    gathered = target_token_stats(hidden, tokens, targets, 4, head, previous=tree)
+    np.testing.assert_allclose(gathered.logprobs, branched.logprobs, atol=1e-6)
+    np.testing.assert_allclose(preceding(jnp.arange(4.0)[None], tree), [[0, 0, 1, 1]])
