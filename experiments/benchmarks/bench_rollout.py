@@ -131,7 +131,8 @@ def main() -> None:
     tokenizer = Tokenizer.from_pretrained(model_dir)
     model = load_hf_checkpoint(model_dir)
     env = plan.rollout.env
-    tasks = registry.spec_of(env).load_tasks(env, config.data.to_dict(), config.data.split, None)
+    tasks = registry.spec_of(env).load_tasks(env, config.data.to_dict(), config.data.split,
+                                             config.data.tasks_per_category or None)
     batches = args.rounds + max(1, args.warmup if args.compare else 1)
     needed = args.tasks * batches
     if len(tasks) < needed:
@@ -167,9 +168,7 @@ def main() -> None:
     print(f"{rates['episodes']} episodes/s, {rates['tokens']} generated tokens/s; time: "
           f"sampling {share['sampling_s']:.0%}, environment {share['environment_s']:.0%}, "
           f"slow loop {share['slow_loop_s']:.0%}; idle share of decoding {idle:.0%}")
-    setting = (f"{args.config}, {os.path.basename(str(model_dir))} model, {args.tasks} tasks x "
-               f"{plan.rollout.group_size} samples, stage 3, T={plan.sampling.temperature}, "
-               f"decode_chunk {plan.rollout.decode_chunk}, "
+    setting = (f"{played(args, plan, model_dir)}, decode_chunk {plan.rollout.decode_chunk}, "
                f"{len(cpus)} threads, median of {args.rounds} batches, load {load():.1f}")
     if args.learner:
         learner_on(results, plan, model, tokenizer.pad_id, setting, args)
@@ -181,6 +180,12 @@ def main() -> None:
             f"{rates['episodes'].rate:.2f}", f"{rates['tokens'].rate:,.0f}",
             f"{share['sampling_s']:.0%}", f"{share['environment_s']:.0%}",
             f"{share['slow_loop_s']:.0%}", f"{idle:.0%}"])
+
+
+def played(args, plan, model_dir) -> str:
+    """What the rollouts played: the config, model, tasks and samples, stage and temperature."""
+    return (f"{args.config}, {os.path.basename(str(model_dir))} model, {args.tasks} tasks x "
+            f"{plan.rollout.group_size} samples, stage 3, T={plan.sampling.temperature}")
 
 
 def compare(args, plan, model, tokenizer, sampler, tasks, stage, model_dir, threads: int) -> None:
@@ -259,9 +264,8 @@ def compare(args, plan, model, tokenizer, sampler, tasks, stage, model_dir, thre
           + ", ".join(f"{k} {n}" for k, n in sorted(by_program.items(), key=lambda x: -x[1])
                       if n) + ")")
     limits = plan.rollout.limits
-    setting = (f"{args.config}, {os.path.basename(str(model_dir))} model, {args.tasks} tasks x "
-               f"{plan.rollout.group_size} samples, stage 3, T={plan.sampling.temperature}, "
-               f"replies <= {limits.max_reply_tokens} tokens, chunk {chunk}, {threads} threads, "
+    setting = (f"{played(args, plan, model_dir)}, replies <= {limits.max_reply_tokens} tokens, "
+               f"chunk {chunk}, {threads} threads, "
                f"{args.warmup} warm-up batch(es), median of {args.rounds} alternating batches, "
                f"programs compiled while timed "
                f"{compiled['lockstep']} / {compiled['engine']}, load {load():.1f}")
@@ -312,10 +316,9 @@ def branch_compare(args, plan, branching, model, tokenizer, sampler, tasks, stag
     print(f"generated tok/s: plain {rates['plain']}, branching {rates['branching']}; ms per "
           f"generated token {per_token['plain']:.2f} / {per_token['branching']:.2f} ({ratio}); "
           f"rows per batch {rows['plain']:.0f} / {rows['branching']:.0f}")
-    setting = (f"{args.config}, {os.path.basename(str(model_dir))} model, {args.tasks} tasks x "
-               f"{plan.rollout.group_size} samples, stage 3, T={plan.sampling.temperature}, "
-               f"branching every_call, k=2, 2 forks, {threads} threads, median of {args.rounds} "
-               f"alternating batches, load {load():.1f}")
+    setting = (f"{played(args, plan, model_dir)}, branching every_call, k=2, 2 forks, "
+               f"{threads} threads, median of {args.rounds} alternating batches, "
+               f"load {load():.1f}")
     record("rollout: plain vs branching", setting, rates, ratio)
     if not args.no_write:
         add_row(BRANCH_TITLE, BRANCH_COLUMNS, [

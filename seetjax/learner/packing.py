@@ -82,16 +82,23 @@ def agreed_max(n: int) -> int:
     return int(np.max(multihost_utils.process_allgather(np.int32(n))))
 
 
+def host_arrays(seqs: TokenSequences, chunks: int, devices: int) -> tuple[np.ndarray, ...]:
+    """The tokens, positions, segment ids and loss masks of `seqs` as numpy arrays, once its
+    rows are checked to split into chunks x devices groups."""
+    n = np.shape(seqs.tokens)[0]
+    if n % (chunks * devices):
+        raise ValueError(f"packing: {n} rows do not split into {chunks} chunks x {devices} "
+                         "devices")
+    return tuple(np.asarray(x) for x in (seqs.tokens, seqs.positions, seqs.segment_ids,
+                                         seqs.loss_mask))
+
+
 def pack_rows(seqs: TokenSequences, chunks: int = 1, devices: int = 1) -> TokenSequences:
     """`seqs` (host arrays, [N, T], this process's rows) with a `Packing` of its rows into
     chunks x devices x k rows of width T, k the bucketed largest count any group needs."""
-    tokens, positions, segments, masks = (np.asarray(x) for x in (
-        seqs.tokens, seqs.positions, seqs.segment_ids, seqs.loss_mask))
+    tokens, positions, segments, masks = host_arrays(seqs, chunks, devices)
     n, width = tokens.shape
     groups = chunks * devices
-    if n % groups:
-        raise ValueError(f"pack_rows: {n} rows do not split into {chunks} chunks x {devices} "
-                         "devices")
     lengths = row_lengths(segments)
     of_group = row_groups(n, chunks, devices)
     bins = []
@@ -135,14 +142,11 @@ def pack_shared_rows(seqs: TokenSequences, chunks: int = 1, devices: int = 1) ->
     """`pack_rows` with the rows' common leading tokens laid once (`PrefixTree`,
     `seetjax.learner.prefix_tree`): within each (chunk, device block) group, rows that begin
     alike share the slots of their common prefix; the outputs gathered back are every row's own
-    (equal to `pack_rows`' up to float rounding). Same groups, bucketing and `index` rules."""
-    tokens, positions, segments, masks = (np.asarray(x) for x in (
-        seqs.tokens, seqs.positions, seqs.segment_ids, seqs.loss_mask))
+    (equal to `pack_rows`' up to float rounding). Same groups, bucketing and `index` rules.
+    Where no row shares anything (on every process), `pack_rows`' layout, without a tree."""
+    tokens, positions, segments, masks = host_arrays(seqs, chunks, devices)
     n, width = tokens.shape
     groups = chunks * devices
-    if n % groups:
-        raise ValueError(f"pack_shared_rows: {n} rows do not split into {chunks} chunks x "
-                         f"{devices} devices")
     lengths = row_lengths(segments)
     keys = {m: prefix_tree.row_keys(tokens[m, :lengths[m]], positions[m, :lengths[m]])
             for m in range(n) if _single_segment(segments[m], lengths[m])}
@@ -150,6 +154,9 @@ def pack_shared_rows(seqs: TokenSequences, chunks: int = 1, devices: int = 1) ->
     bins = [prefix_tree.plan_bins(keys, {int(m): int(lengths[m])
                                          for m in np.flatnonzero(of_group == g)}, width)
             for g in range(groups)]
+    slots = sum(prefix_tree.trie_slots(keys, lengths, b) for group in bins for b in group)
+    if not agreed_max(int(slots < lengths.sum())):  # nothing shared: the plain layout
+        return pack_rows(seqs, chunks, devices)
     per_group = agreed_max(bucket_rows(max(len(b) for b in bins), n // groups))
     offset = jax.process_index() * devices * per_group
     shape = (groups * per_group, width)

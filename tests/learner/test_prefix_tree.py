@@ -3,6 +3,7 @@ on realistic batches a layout in which every row's tokens see exactly their own 
 predicted from their own previous token, and come back out whole. The losses and gradients it
 gives are compared with the unpacked ones for every algorithm in test_packing.py."""
 
+import jax
 import numpy as np
 import pytest
 from learner_testlib import make_learner, rl_batch, sequences, shared_prefix_batch
@@ -122,22 +123,26 @@ def test_targets_and_the_index_read_every_row_back():
 
 
 def test_rows_of_several_segments_and_rows_that_share_nothing():
-    """Packed SFT rows (several segments) are laid whole; random rows share nothing and take the
-    same packed rows as plain packing; a batch whose trie would take more rows packs plain."""
+    """Rows that share nothing get plain packing's layout, without a tree; a row of several
+    segments (packed SFT dialogs) is laid segment by segment beside rows that share."""
     seqs = sequences(np.random.RandomState(0), 8, 24, padding_rows=1)
     plain, shared = pack_rows(seqs), pack_shared_rows(seqs)
-    assert shared.packing.rows.shape == plain.packing.rows.shape
-    assert np.count_nonzero(shared.packing.rows.segment_ids) == np.count_nonzero(
-        seqs.segment_ids)
-    two = TokenSequences(tokens=np.array([[3, 4, 5, 6, 7, 8], [3, 4, 5, 9, 0, 0]]),
-                         positions=np.array([[0, 1, 2, 0, 1, 2], [0, 1, 2, 3, 0, 0]]),
-                         segment_ids=np.array([[1, 1, 1, 2, 2, 2], [1, 1, 1, 1, 0, 0]]),
-                         loss_mask=np.ones((2, 6), np.float32))
-    packed = pack_shared_rows(two)
+    assert shared.packing.tree is None
+    for a, b in zip(jax.tree.leaves(shared.packing), jax.tree.leaves(plain.packing)):
+        np.testing.assert_array_equal(a, b)
+    rows = TokenSequences(tokens=np.array([[3, 4, 5, 6, 7, 8], [3, 4, 5, 9, 0, 0],
+                                           [3, 4, 5, 9, 1, 0]]),
+                          positions=np.array([[0, 1, 2, 0, 1, 2], [0, 1, 2, 3, 0, 0],
+                                              [0, 1, 2, 3, 4, 0]]),
+                          segment_ids=np.array([[1, 1, 1, 2, 2, 2], [1, 1, 1, 1, 0, 0],
+                                                [1, 1, 1, 1, 1, 0]]),
+                          loss_mask=np.ones((3, 6), np.float32))
+    packed = pack_shared_rows(rows)
+    assert packed.packing.tree is not None
     np.testing.assert_array_equal(packed.packing.unpack(packed.packing.rows.tokens),
-                                  [[0, 4, 5, 0, 7, 8], [0, 4, 5, 9, 0, 0]])
-    # row 0, of two segments, is laid whole: row 1 shares nothing with it
-    assert np.count_nonzero(packed.packing.rows.segment_ids) == 10
+                                  [[0, 4, 5, 0, 7, 8], [0, 4, 5, 9, 0, 0], [0, 4, 5, 9, 1, 0]])
+    # row 0, of two segments, is laid whole (6 slots); rows 1 and 2 share [3 4 5 9] (5 slots)
+    assert np.count_nonzero(packed.packing.rows.segment_ids) == 11
 
 
 def test_the_fallback_never_takes_more_rows_than_plain_packing():
