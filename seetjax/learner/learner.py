@@ -98,11 +98,7 @@ class Learner:
             updates, micros = self.config.mini_batches, self.config.micro_batches
             devices = self.local_batch_devices
             if self.config.share_prefixes and micros * devices > 1:
-                order = functools.partial(packing.sharing_order, updates=updates, micros=micros,
-                                          devices=devices)
-                batch = packing.reordered(
-                    batch, order(batch.sequences) if batch.sequences is not None else None,
-                    order(batch.pairs.chosen) if batch.pairs is not None else None)
+                batch = packing.regrouped(batch, updates, micros, devices)
             batch = packing.pack_batch(batch, updates * micros, devices,
                                        self.config.share_prefixes)
         if self.config.target_logits:

@@ -248,6 +248,16 @@ def sharing_order(seqs: TokenSequences, updates: int = 1, micros: int = 1, devic
     return order
 
 
+def regrouped(batch: TrajectoryBatch, updates: int, micros: int, devices: int
+              ) -> TrajectoryBatch:
+    """`batch` with its rows, and its pairs, in `sharing_order`."""
+    def order(seqs: TokenSequences | None) -> np.ndarray | None:
+        return None if seqs is None else sharing_order(seqs, updates, micros, devices)
+
+    return reordered(batch, order(batch.sequences),
+                     order(None if batch.pairs is None else batch.pairs.chosen))
+
+
 def reordered(batch: TrajectoryBatch, order: np.ndarray | None,
               pair_order: np.ndarray | None = None) -> TrajectoryBatch:
     """`batch` (host arrays) with its rows in `order` and its pairs in `pair_order` (None:
