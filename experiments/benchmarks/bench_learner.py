@@ -48,27 +48,38 @@ COLUMNS = ["date", "machine", "setting", "seetjax tok/s", "pytorch tok/s", "spee
 CLIP, LR, MAX_NORM, EPS = 0.2, 1e-5, 1.0, 1e-6
 
 
-def make_batch(rows: int, length: int, vocab: int, group: int = 4, seed: int = 0) -> dict:
+def make_batch(rows: int, length: int, vocab: int, group: int = 4, seed: int = 0,
+               shared_prompts: bool = False) -> dict:
+    """Rows of a length // 2 prompt and a completion filling the row; with `shared_prompts` a
+    group's rows share their prompt (as GRPO samples them) and each completion is length / (2 x
+    group) tokens, the rest padding, so a group's prompt and completions fill one row's width."""
     rng = np.random.RandomState(seed)
     prompt = length // 2
     tokens = rng.randint(0, vocab, (rows, length)).astype(np.int32)
+    segments = np.ones((rows, length), np.int32)
+    if shared_prompts:
+        tokens[:, :prompt] = tokens[::group, :prompt].repeat(group, axis=0)[:rows]
+        segments[:, prompt + prompt // group:] = 0
     mask = np.zeros((rows, length), np.float32)
     mask[:, prompt:] = 1.0
-    return dict(tokens=tokens, mask=mask, old=np.where(mask > 0, -rng.rand(rows, length) * 0.1 - 8.9,
-                                                       0).astype(np.float32),
+    mask *= segments
+    return dict(tokens=tokens, mask=mask, segments=segments,
+                old=np.where(mask > 0, -rng.rand(rows, length) * 0.1 - 8.9, 0).astype(np.float32),
                 rewards=rng.randint(0, 2, rows).astype(np.float32),
                 groups=(np.arange(rows) // group).astype(np.int32))
 
 
-def seetjax_update(model: Transformer, data: dict):
+def seetjax_update(model: Transformer, data: dict, share_prefixes: bool = True):
     config = learner_config({"algorithm": "grpo", "loss": {"kl_coef": 0.0,
                                                            "aggregation": "token-mean"},
                              "advantage": {"eps": EPS},
-                             "optimizer": {"learning_rate": LR, "max_grad_norm": MAX_NORM}})
+                             "optimizer": {"learning_rate": LR, "max_grad_norm": MAX_NORM},
+                             "share_prefixes": share_prefixes})
     learner, state = create_learner(model, config, mesh=None)
     rows, length = data["tokens"].shape
-    seqs = TokenSequences(tokens=data["tokens"], positions=np.tile(np.arange(length), (rows, 1)),
-                          segment_ids=np.ones((rows, length), np.int32), loss_mask=data["mask"])
+    positions = np.tile(np.arange(length), (rows, 1)) * data["segments"]
+    seqs = TokenSequences(tokens=data["tokens"], positions=positions,
+                          segment_ids=data["segments"], loss_mask=data["mask"])
     batch = TrajectoryBatch(sequences=seqs, old_logprobs=data["old"], rewards=data["rewards"],
                             group_ids=data["groups"])
     box = {"state": state}
@@ -136,7 +147,13 @@ def main() -> None:
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--no-record", action="store_true", help="print only")
     parser.add_argument("--json", help="also write seetjax's figures to this file")
+    parser.add_argument("--shared-prompts", action="store_true",
+                        help="a group's rows share their prompt: seetjax with shared prefixes "
+                             "against seetjax computing every row (no torch)")
     args = parser.parse_args()
+    if args.shared_prompts:
+        shared_prompts(args)
+        return
 
     cpus = pin_threads(args.threads)
     cfg = PRESETS[args.preset].replace(dtype=args.dtype)
@@ -191,6 +208,35 @@ def main() -> None:
                        "first_update_s": first["step_seconds"]}, f, indent=1)
     if not args.no_record:
         add_row(TITLE, COLUMNS, row)
+
+
+def shared_prompts(args) -> None:
+    """GRPO groups sharing their prompt (`make_batch(shared_prompts=True)`): the update with
+    `learner.share_prefixes` against the same update computing every row, alternating."""
+    pin_threads(args.threads)
+    cfg = PRESETS[args.preset].replace(dtype=args.dtype)
+    model = Transformer(cfg, rngs=nnx.Rngs(0))
+    data = make_batch(args.rows, args.length, cfg.vocab_size, shared_prompts=True)
+    runs = {"shared": seetjax_update(model, data), "unshared": seetjax_update(model, data, False)}
+    firsts = {name: run() for name, run in runs.items()}  # compiles
+    tokens = float(data["segments"].sum())
+    rates = {name: summary(t, tokens) for name, t in alternate(runs, args.rounds, 0).items()}
+    saved = firsts["shared"]["shared_prefix_share"]
+    ratio = f"{rates['shared'].rate / rates['unshared'].rate:.2f}x"
+    device = jax.devices()[0]
+    setting = (f"{args.preset} {cfg.dtype}, batch {args.rows} x {args.length}, groups of 4 "
+               f"sharing a {args.length // 2}-token prompt, {args.length // 8}-token completions, "
+               f"median of {args.rounds} alternating rounds, load {load():.1f}")
+    print(f"shared prefixes {rates['shared']} tok/s, every row computed {rates['unshared']} "
+          f"tok/s ({ratio}); tokens not computed {saved:.0%}; first-update loss difference "
+          f"{abs(firsts['shared']['loss'] - firsts['unshared']['loss']):.1e}")
+    record("learner, shared prompts", setting, rates, ratio)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": device.device_kind, "setting": setting, "ratio": ratio,
+                       "tokens_per_s": rates["shared"].rate,
+                       "unshared_tokens_per_s": rates["unshared"].rate, "saved": saved,
+                       "mfu": firsts["shared"].get("mfu")}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ hang or a crash in one still leaves the others' figures:
              prefill and decode programs at its shapes (lowered from abstract states, not run),
              with the buffers live at each program's peak
   learner    bench_learner.py --preset qwen2.5-1.5b --dtype bfloat16 --no-torch: tokens/s, MFU
+  shared     bench_learner.py --shared-prompts at that shape (16 x 2048, groups of 4 sharing a
+             1,024-token prompt): the update sharing prefixes against computing every row
   tests      tests/learner, the tolerance rules (tests/test_tolerances.py), tests/models (the
              cuDNN kernel test among them) and tests/sampling, in that order, on --workers
   anatomy    anatomy.py at the sampler's and learner's settings: what the compiled decode step
@@ -29,7 +31,7 @@ hang or a crash in one still leaves the others' figures:
              the two questions before, did not move the step: 2026-11-28)
 
 --parts takes parts or the groups "figures" (wheels, scale), "checks" (wheels, plan, learner,
-tests), "decode" (wheels, anatomy, sampler, profile, cublas: the decode step's next questions)
+shared, tests), "decode" (wheels, anatomy, sampler, profile, cublas: the decode step's next questions)
 and "all". The caps are
 what the parts took on an H100 (2026-11-27, two sessions) with room: an RL step of the scaled run
 compiling takes 185-199 s after ~100 s of start and evaluation, so two steps need the first call
@@ -74,8 +76,8 @@ TESTS = ["tests/learner", "tests/test_tolerances.py", "tests/models", "tests/sam
 # Per-part caps in seconds on one H100 (first compilations included; twice these on the CPU under
 # --cpu-dry-run); the budget caps them too. The update's plan check has not run on a GPU (its
 # compilation there is guessed from the scaled run's first update, ~90 s with the step's work).
-CAPS = {"wheels": 45, "scale": 400, "plan": 130, "learner": 80, "tests": 420, "anatomy": 90,
-        "sampler": 80, "profile": 90, "cublas": 80}
+CAPS = {"wheels": 45, "scale": 400, "plan": 130, "learner": 80, "shared": 120, "tests": 420,
+        "anatomy": 90, "sampler": 80, "profile": 90, "cublas": 80}
 # The decode variants: bench_sampler under these XLA flags (not yet run on a GPU). Run before
 # (BENCHMARKS.md, 2026-11-28), no gain: the loop in CUDA graphs
 # (--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL --xla_gpu_graph_min_graph_size=1), 3.12
@@ -84,7 +86,8 @@ XLA_VARIANTS = {"cublas": "--xla_gpu_enable_triton_gemm=false"}
 # Two calls that fit one session's 15 minutes of device time with the machine's start: the
 # scaled run alone, then the plan, the MFU and the tests (the budget cuts the tests first). The
 # decode figures were measured twice alike (2026-11-27): rerun them after a change to decoding.
-GROUPS = {"figures": ["wheels", "scale"], "checks": ["wheels", "plan", "learner", "tests"],
+GROUPS = {"figures": ["wheels", "scale"],
+          "checks": ["wheels", "plan", "learner", "shared", "tests"],
           "decode": ["wheels", "anatomy", "sampler", "profile", *XLA_VARIANTS],
           "all": list(CAPS)}
 
@@ -105,6 +108,11 @@ def part_commands(dry: bool, workdir: Path, workers: int = 8) -> dict[str, tuple
                 str(workdir / "learner.json")]
                + (["--preset", "tiny-qwen2", "--rows", "2", "--length", "64", "--rounds", "2"]
                   if dry else ["--preset", "qwen2.5-1.5b", "--dtype", "bfloat16", "--rounds", "5"]))
+    shared = ([py, f"{bench}/bench_learner.py", "--shared-prompts", "--json",
+               str(workdir / "shared.json")]
+              + (["--preset", "tiny-qwen2", "--rows", "8", "--length", "64", "--rounds", "2"]
+                 if dry else ["--preset", "qwen2.5-1.5b", "--dtype", "bfloat16", "--rows", "16",
+                              "--length", "2048", "--rounds", "3"]))
     anatomy = ([py, f"{bench}/anatomy.py", "--json", str(workdir / "anatomy.json")]
                + (["--preset", "tiny-qwen2", "--dtype", "float32", "--batch", "2", "--prompt",
                    "8", "--new", "4", "--rows", "2", "--length", "32", "--repeats", "1",
@@ -129,6 +137,7 @@ def part_commands(dry: bool, workdir: Path, workers: int = 8) -> dict[str, tuple
                        str(workdir / "sampler.json"), f"$TMP/{name}.json"))
            for name, flags in XLA_VARIANTS.items()},
         "learner": (learner, " ".join(learner[2:]).replace(str(workdir), "$TMP")),
+        "shared": (shared, " ".join(shared[2:]).replace(str(workdir), "$TMP")),
         "anatomy": (anatomy, " ".join(anatomy[2:]).replace(str(workdir), "$TMP")),
         "plan": (plan, " ".join(plan[2:]).replace(str(workdir), "$TMP")),
         # Dry run: the packages' tests are collected, not run (hundreds of CPU compilations).
@@ -206,12 +215,16 @@ def figures(name: str, log: Path, workdir: Path) -> str:
     text = log.read_text(errors="replace")
     if name == "tests":
         return pytest_figures(text)
-    if name in ("sampler", "learner", "profile", *XLA_VARIANTS) and (
+    if name in ("sampler", "learner", "shared", "profile", *XLA_VARIANTS) and (
             workdir / f"{name}.json").exists():
         r = json.loads((workdir / f"{name}.json").read_text())
         if name == "learner":
             return (f"{r['tokens_per_s']:,.0f} tok/s, MFU {r['mfu_text']}; first update "
                     f"(compiling) {r['first_update_s']:.1f} s")
+        if name == "shared":
+            return (f"shared prefixes {r['tokens_per_s']:,.0f} tok/s, every row computed "
+                    f"{r['unshared_tokens_per_s']:,.0f} tok/s ({r['ratio']}); "
+                    f"{r['saved']:.0%} of the tokens not computed")
         traced = f"; {profile_text(r['profile'])}" if "profile" in r else ""
         return (f"prefill {r['prefill_tokens_per_s']:,.0f} prompt tok/s ({r['prefill_s']:.2f} s);"
                 f" decode {r['decode_tokens_per_s']:,.0f} new tok/s; {r['roofline']}{traced}")

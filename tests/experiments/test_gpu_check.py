@@ -32,7 +32,7 @@ def test_a_hung_part_is_killed_with_its_children_at_its_cap(check, tmp_path):
 
 def test_parts_and_groups(check):
     assert check.expand_parts("figures") == ["wheels", "scale"]
-    assert check.expand_parts("checks,wheels") == ["wheels", "plan", "learner", "tests"]
+    assert check.expand_parts("checks,wheels") == ["wheels", "plan", "learner", "shared", "tests"]
     assert check.expand_parts("sampler,tests") == ["sampler", "tests"]  # a part, not a group
     assert check.expand_parts("decode,sampler") == ["wheels", "anatomy", "sampler", "profile",
                                                     "cublas"]
