@@ -15,8 +15,9 @@ hang or a crash in one still leaves the others' figures:
              prefill and decode programs at its shapes (lowered from abstract states, not run),
              with the buffers live at each program's peak
   learner    bench_learner.py --preset qwen2.5-1.5b --dtype bfloat16 --no-torch: tokens/s, MFU
-  shared     bench_learner.py --shared-prompts at that shape (16 x 2048, groups of 4 sharing a
+  shared     bench_learner.py --shared-prompts at that shape (8 x 2048, groups of 4 sharing a
              1,024-token prompt): the update sharing prefixes against computing every row
+             (two 1.5B updates compile: ~90 s each, guessed from the scaled run's)
   tests      tests/learner, the tolerance rules (tests/test_tolerances.py), tests/models (the
              cuDNN kernel test among them) and tests/sampling, in that order, on --workers
   anatomy    anatomy.py at the sampler's and learner's settings: what the compiled decode step
@@ -76,7 +77,7 @@ TESTS = ["tests/learner", "tests/test_tolerances.py", "tests/models", "tests/sam
 # Per-part caps in seconds on one H100 (first compilations included; twice these on the CPU under
 # --cpu-dry-run); the budget caps them too. The update's plan check has not run on a GPU (its
 # compilation there is guessed from the scaled run's first update, ~90 s with the step's work).
-CAPS = {"wheels": 45, "scale": 400, "plan": 130, "learner": 80, "shared": 120, "tests": 420,
+CAPS = {"wheels": 45, "scale": 400, "plan": 130, "learner": 80, "shared": 240, "tests": 420,
         "anatomy": 90, "sampler": 80, "profile": 90, "cublas": 80}
 # The decode variants: bench_sampler under these XLA flags (not yet run on a GPU). Run before
 # (BENCHMARKS.md, 2026-11-28), no gain: the loop in CUDA graphs
@@ -111,7 +112,7 @@ def part_commands(dry: bool, workdir: Path, workers: int = 8) -> dict[str, tuple
     shared = ([py, f"{bench}/bench_learner.py", "--shared-prompts", "--json",
                str(workdir / "shared.json")]
               + (["--preset", "tiny-qwen2", "--rows", "8", "--length", "64", "--rounds", "2"]
-                 if dry else ["--preset", "qwen2.5-1.5b", "--dtype", "bfloat16", "--rows", "16",
+                 if dry else ["--preset", "qwen2.5-1.5b", "--dtype", "bfloat16", "--rows", "8",
                               "--length", "2048", "--rounds", "3"]))
     anatomy = ([py, f"{bench}/anatomy.py", "--json", str(workdir / "anatomy.json")]
                + (["--preset", "tiny-qwen2", "--dtype", "float32", "--batch", "2", "--prompt",
