@@ -185,11 +185,12 @@ def branch_from(episode: Episode) -> Episode:
     """`episode`, a fresh fork, made a branch row: everything before the fork is in its training
     sequence as context only (masked, and without step keys), so the prefix is trained once, by
     the original row, and the branch's first reply joins the original's step group at the fork
-    state; its policy tokens so far and the turns judged before the fork are the original's
-    (`Episode.inherited_tokens`, `inherited_turns`: the slow loop skips those turns)."""
+    state; the turns judged before the fork and its counters so far (policy tokens, retries,
+    hints, interceptions) are the original's (`Episode.inherited_turns`: the slow loop and the
+    turn metrics skip those turns; `Episode.inherited`: `stats` counts the branch's own)."""
     episode.conversation.exclude(0, "mask")
     episode.reply_states.clear()
-    episode.inherited_tokens = sum(t.tokens for t in episode.turns)
+    episode.inherited = episode.counters()
     episode.inherited_turns = len(episode.turns) - 1  # judged: the original's records and anchors
     episode.branch = True
     return episode

@@ -96,8 +96,9 @@ class Episode:
         self.done = False
         self.truncated = False
         # A branch row (`seetjax.rollout.branching`): a fork whose prefix, the original's, it
-        # neither trains nor counts (its policy tokens; the turns judged before the fork).
-        self.branch, self.inherited_tokens, self.inherited_turns = False, 0, 0
+        # neither trains nor counts (the turns judged before the fork; `counters()` at the fork).
+        self.branch, self.inherited_turns = False, 0
+        self.inherited: dict[str, int] = {}
         self.forks = 0  # the fork points this episode branched at (`rollout.branching`)
         self._env_failed = failure is not None  # `trace()` then gives a record without steps
         # An environment that failed to start gave the policy nothing to act on: the episode
@@ -368,13 +369,18 @@ class Episode:
             raise TypeError(f"{type(self.env).__name__} does not score its episodes")
         return self.env.episode_reward(self.truncated)
 
-    def stats(self) -> dict[str, int]:
-        """SEET's counters, and `policy_tokens`: every token the policy sampled in the episode
-        (each reply's, retried, intercepted and dropped attempts included: the compute spent; a
-        branch's own only)."""
+    def counters(self) -> dict[str, int]:
+        """SEET's counters summed over every turn so far, and `policy_tokens`: every token the
+        policy sampled (each reply's, retried, intercepted and dropped attempts included: the
+        compute spent)."""
         return {"retries": sum(t.retries for t in self.turns),
                 "hints": sum(t.hints for t in self.turns),
                 "interceptions": sum(t.interceptions for t in self.turns),
                 "turns_passed": sum(bool(t.passed) for t in self.turns),
-                "truncated": int(self.truncated), "errors": int(self.error is not None),
-                "policy_tokens": sum(t.tokens for t in self.turns) - self.inherited_tokens}
+                "policy_tokens": sum(t.tokens for t in self.turns)}
+
+    def stats(self) -> dict[str, int]:
+        """`counters()`, a branch's own only (those at its fork, its original's, subtracted), and
+        whether the episode was truncated or failed."""
+        own = {k: v - self.inherited.get(k, 0) for k, v in self.counters().items()}
+        return {**own, "truncated": int(self.truncated), "errors": int(self.error is not None)}

@@ -16,6 +16,7 @@ from seetjax.rollout.episode import Episode, EpisodeLimits
 from seetjax.rollout.loop import Rollout, RolloutConfig
 from seetjax.rollout.policy import SamplerPolicy
 from seetjax.sampling import Completion, Sampler, SamplingParams
+from seetjax.seet.config import StageConfig
 from tests.rollout.conftest import calls_text
 from tests.rollout.test_loop import COMPACT, STAGE3, replay
 
@@ -152,6 +153,25 @@ def test_branches_give_the_exact_state_conditioned_advantage(play, task, tokeniz
     sampled = [len(tokenizer.encode(t)) + 1 for t in (MKDIR, MV)]
     assert episodes[1].stats()["policy_tokens"] == sum(sampled) + 4 * (
         len(tokenizer.encode("Done.")) + 1)  # its replies after the fork, 4 turns' "Done."
+
+
+def test_a_branch_counts_its_own_retries_and_hints_not_its_originals(play, task, tokenizer):
+    """Row 0 calls cd into a folder that is not there (retried, with a hint), then cd: its call
+    forks one branch. The retry and the hint came before the fork: the original's, counted once
+    in the step's metrics (a branch that inherited them doubled them)."""
+    stage = StageConfig(stage=1, env_mode="augmented", retry_budget=1)
+    rollout = Rollout(tokenizer, RolloutConfig(
+        group_size=1, env=COMPACT, branch=BranchConfig(points="every_call", k=1)))
+    _, episodes = play([task], stage, [["[cd(folder='nope')]", CD], [MKDIR, MV]],
+                       rollout=rollout)
+    original, branch = episodes
+    assert branch.branch and original.turns[0].retries == 1 and original.turns[0].hints == 1
+    assert branch.turns[0].retries == 1  # the fork turn's log is the original's so far
+    assert original.stats()["retries"] == original.stats()["hints"] == 1
+    own = branch.stats()
+    assert own["retries"] == 0  # its one retry is the original's
+    assert own["hints"] == sum(t.hints for t in branch.turns) - 1  # its own hints alone
+    assert rollout.slow_loop(episodes, stage, step=0).stats()["retries"] == 0.5  # 1 over 2 rows
 
 
 def test_branch_config_is_validated_and_a_budget_stops_forks(play, task, tokenizer):
