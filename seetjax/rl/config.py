@@ -273,16 +273,12 @@ def build_plan(config: ml_collections.ConfigDict) -> Plan:
         raise invalid("config.rollout", "group_size", rollout.group_size, f"{learner.advantage} "
                       "advantages need at least 2 samples per task")
     multi_agent = _multi_agent(config, spec.name, rollout)  # before the SFT data that reads it
-    if schedule.schedule == "async":
-        for wrong, why in ((multi_agent is not None, "multi_agent.enabled: teams play in lock "
-                            "step, one step at a time"),
-                           (rollout.mode != "lockstep", f"rollout.mode={rollout.mode!r}: the "
-                            "engine holds one weight version; use mode 'lockstep'")):
-            if wrong:
-                raise invalid("config.rollout", "schedule", "async", f"not with {why}")
-    if schedule.sampler_devices and (multi_agent is not None or rollout.mode != "lockstep"):
+    if schedule.schedule == "async" and multi_agent is not None:
+        raise invalid("config.rollout", "schedule", "async", "not with multi_agent.enabled: "
+                      "teams play in lock step, one step at a time")
+    if schedule.sampler_devices and multi_agent is not None:
         raise invalid("config.rollout", "sampler_devices", schedule.sampler_devices,
-                      "a sampler mesh of its own serves single-agent lock-step rollouts only")
+                      "a sampler mesh of its own serves single-agent rollouts only")
     if config.sft.enabled:
         from seetjax.sft.config import validate as validate_sft  # the SFT data side: only when used
         checked_field("sft.run", lambda: validate_sft(config.sft.run))

@@ -34,7 +34,8 @@ With `rollout.schedule="async"` the sampler plays with weight snapshots (the sam
 frozen part included, `lag` + 1 copies alive: `seetjax.rl.async_rollouts`) instead of the
 learner's arrays, and on shared devices the rollout plays during the update: the peak is both
 phases at once. With `rollout.sampler_devices` the sampling figures are a sampler device's (a data
-mesh of its own: the weights whole, no train state) and the learner's a learner device's.
+mesh of its own: the weights whole, no train state; for the engine a tensor mesh: the weights and
+KV heads split, every row on each device) and the learner's a learner device's.
 
 Not counted: XLA's own workspace, and the reference pass before the update (a forward pass
 over one micro-batch at a time, without gradients: less than the update's).
@@ -272,14 +273,17 @@ def plan_memory(cfg: ModelConfig, plan: Plan, tasks_per_step: int, *,
                                    remat)
     schedule = plan.schedule
     split = schedule.sampler_devices > 0
-    # a sampler mesh of its own is a data mesh: its devices hold the weights whole
-    ways, sampler_tensor = (schedule.sampler_devices, 1) if split else (data * fsdp, tensor)
+    # a sampler mesh of its own splits the batch (its devices hold the weights whole), or for
+    # the engine the model (`seetjax.rl.step_rollouts.sample_mesh`)
+    n = schedule.sampler_devices
+    ways, sampler_tensor = (((1, n) if plan.rollout.mode == "engine" else (n, 1)) if split
+                            else (data * fsdp, tensor))
     kv, work, sampler_rows = _sampler_parts(cfg, plan, episodes // processes, ways,
                                             sampler_tensor)
     frozen = tree_bytes(state.frozen, abstract, rules)
-    whole = AbstractMesh((1, 1, 1), MESH_AXES)
-    sampling = (tree_bytes(state.params, whole, rules) * storage.itemsize // 4
-                + tree_bytes(state.frozen, whole, rules)) if split else (
+    own = AbstractMesh((1, 1, sampler_tensor), MESH_AXES)  # read only where split
+    sampling = (tree_bytes(state.params, own, rules) * storage.itemsize // 4
+                + tree_bytes(state.frozen, own, rules)) if split else (
         masters * storage.itemsize // 4 + frozen)
     copies = schedule.lag(learner.mini_batches) + 1 if schedule.schedule == "async" else 0
     sampler_copy = sampling if split and not copies else (

@@ -25,15 +25,19 @@ def live_bytes(devices: list[jax.Device] | None = None) -> dict[jax.Device, int]
     """Bytes of the distinct buffers of `jax.live_arrays()` on each of `devices` (default: this
     process's), on any backend. Distinct: several arrays may view one buffer (a sharded array's
     per-device shards, which a checkpoint save materializes; parameters the sampler shares with
-    the learner), so each buffer counts once."""
+    the learner), so each buffer counts once. An array deleted while it is read (donated by a
+    rollout playing ahead in another thread) is not live and does not count."""
     devices = list(devices or jax.local_devices())
     buffers: dict[tuple[jax.Device, int], int] = {}
     for array in jax.live_arrays():
-        if array.is_deleted():
+        try:
+            for shard in array.addressable_shards:
+                if shard.device in devices:
+                    buffers[shard.device, shard.data.unsafe_buffer_pointer()] = shard.data.nbytes
+        except jax.errors.JaxRuntimeError:
+            # deleted or donated, before or while it was read: a rollout that plays ahead
+            # (another thread) donates its cache at every decode step
             continue
-        for shard in array.addressable_shards:
-            if shard.device in devices:
-                buffers[shard.device, shard.data.unsafe_buffer_pointer()] = shard.data.nbytes
     totals = dict.fromkeys(devices, 0)
     for (device, _), nbytes in buffers.items():
         totals[device] += nbytes

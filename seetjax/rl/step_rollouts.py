@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from flax import nnx
+from jax.sharding import Mesh
 
 from seetjax.errors import invalid
 from seetjax.models.tokenizer import Tokenizer
@@ -99,11 +100,19 @@ class StepRollouts:
 
     def _play_ahead(self, step: int, snapshot: Snapshot) -> Played:
         """Step `step`'s episodes played with `snapshot` (the producer thread): the policy and
-        seeds a synchronous step would use."""
-        policy = SamplerPolicy(self.sampler, snapshot.params, self.plan.sampling,
-                               self.tokenizer.stop_ids, self._key(step), snapshot.version)
+        seeds a synchronous step would use; the run's engine is given the snapshot's weights
+        where their version is not the one it serves (snapshots come in step order, so their
+        versions never go back)."""
+        seed = self.seed(step)
+        if self.engine is None:
+            policy = SamplerPolicy(self.sampler, snapshot.params, self.plan.sampling,
+                                   self.tokenizer.stop_ids, self._key(step), snapshot.version)
+        else:
+            if snapshot.version != self.engine.weight_version:
+                self.engine.update_weights(snapshot.params, snapshot.version)
+            policy = EnginePolicy(self.engine, self.plan.sampling, seed)
         return self.rollout.play_tasks(self.tasks_for(step), policy, snapshot.stage,
-                                       snapshot.progress, self.seed(step))
+                                       snapshot.progress, seed)
 
     # ---------------------------------------------------------------- a step's draw
 
@@ -153,6 +162,13 @@ class StepRollouts:
         """A copy of the sampling parameters the engine owns: the learner's f32 arrays are
         donated to each update, and an update skipped as non-finite keeps the version."""
         return jax.tree.map(jnp.copy, self.policies.sampling_params())
+
+
+def sample_mesh(devices: Sequence[jax.Device], mode: str) -> Mesh:
+    """The mesh of a sampler on devices of its own (`rollout.sampler_devices`): the batch split
+    over them in lock step, the model (tensor parallel) for the engine, whose rows are whole on
+    every device (`check_engine_mesh`)."""
+    return sharding.make_mesh(*((1, 1, -1) if mode == "engine" else (-1, 1, 1)), devices=devices)
 
 
 def check_engine_mesh(mesh: tuple[int, int, int]) -> None:

@@ -54,7 +54,7 @@ from seetjax.rl.report import run_report
 from seetjax.rl.run_checkpoints import RunCheckpoints
 from seetjax.rl.start_model import start_model
 from seetjax.rl.step_figures import live_gib, step_figures
-from seetjax.rl.step_rollouts import StepRollouts, check_engine_mesh
+from seetjax.rl.step_rollouts import StepRollouts, check_engine_mesh, sample_mesh
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.loop import Rollout
 from seetjax.rollout.multi_agent import MultiAgentRollout
@@ -62,7 +62,6 @@ from seetjax.rollout.policy import SamplerPolicy
 from seetjax.rollout.preferences import rollout_preferences
 from seetjax.rollout.result import RolloutResult
 from seetjax.rollout.versions import version_stats
-from seetjax.runtime import sharding
 from seetjax.runtime.sync import local_shard, mean_over_processes
 from seetjax.runtime.workdir import WorkdirLock, full_disk_reported, workdir_path
 from seetjax.sampling import Sampler, SamplingParams
@@ -80,8 +79,8 @@ class TrainRun:
         if config.data.tasks_per_step % jax.process_count():
             raise invalid("config.data", "tasks_per_step", config.data.tasks_per_step,
                           f"must be a multiple of the {jax.process_count()} processes")
-        if self.plan.rollout.mode == "engine":
-            check_engine_mesh(self.plan.learner.mesh)
+        if self.plan.rollout.mode == "engine" and not self.plan.schedule.sampler_devices:
+            check_engine_mesh(self.plan.learner.mesh)  # the engine samples on the learner's mesh
         if self.plan.schedule.schedule == "async" or self.plan.schedule.sampler_devices:
             check_devices(self.plan.schedule)
         self.config, self.workdir = config, workdir_path(workdir)
@@ -179,7 +178,7 @@ class TrainRun:
             mesh=mesh_from_config(plan.learner.mesh, learn) if learn else None)
         self.policies = PolicyStates(
             learner, state, plan.param_roles,
-            sample_mesh=sharding.make_mesh(devices=sample) if sample else None)
+            sample_mesh=sample_mesh(sample, plan.rollout.mode) if sample else None)
         self.sampler = Sampler(learner.model(state), pad_id=self.tokenizer.pad_id,
                                mesh=self.policies.sample_mesh)
         self.pool = AnchorPool(config.seet.anchors.capacity, config.seet.anchors.max_age or None)

@@ -167,13 +167,9 @@ def test_the_schedule_is_sync_by_default_and_async_derives_its_lag():
 @pytest.mark.parametrize("change,message", [
     (dict(schedule="later"), r"ScheduleConfig.schedule='later': must be one of \('sync', "
                              r"'async'\)"),
-    (dict(sampler_devices=2, mode="engine"), r"config.rollout.sampler_devices=2: a sampler "
-                                             r"mesh of its own serves single-agent lock-step"),
     (dict(schedule="async", max_staleness=-1), r"max_staleness=-1: must be an integer >= 0"),
     (dict(schedule="async", tis_cap=2.0, max_staleness=1, mini_batches=2),
      r"config.rollout.max_staleness=1: each step's update is learner.mini_batches=2 versions"),
-    (dict(schedule="async", tis_cap=2.0, mode="engine"),
-     r"config.rollout.schedule='async': not with rollout.mode='engine'"),
 ])
 def test_what_an_async_schedule_cannot_do_is_refused_naming_the_field(change, message):
     change = dict(change)
@@ -184,8 +180,6 @@ def test_what_an_async_schedule_cannot_do_is_refused_naming_the_field(change, me
         config.learner.mini_batches = change.pop("mini_batches")
         config.seet.max_pairs = 8
     config.rollout.update(change)
-    if config.rollout.mode == "engine":
-        config.learner.mesh = dict(data=1, fsdp=1, tensor=-1)
     with pytest.raises(ValueError, match=message):
         build_plan(config)
 
@@ -195,6 +189,10 @@ def test_teams_do_not_play_ahead():
     config.rollout.schedule = "async"
     config.learner.loss.tis_cap = 2.0
     with pytest.raises(ValueError, match=r"schedule='async': not with multi_agent.enabled"):
+        build_plan(config)
+    config.rollout.schedule, config.rollout.sampler_devices = "sync", 2
+    with pytest.raises(ValueError, match=r"sampler_devices=2: a sampler mesh of its own serves "
+                                         r"single-agent rollouts only"):
         build_plan(config)
 
 

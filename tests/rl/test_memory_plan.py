@@ -254,3 +254,10 @@ def test_async_plans_its_snapshots_and_both_phases_at_once():
     assert split.peak == max(split.learner_peak, split.sampling_peak)
     synced = plan_memory(cfg, with_schedule(sampler_devices=4), 16, mesh=(1, 4, 1))
     assert synced.sampler_copy == weights and synced.snapshots == 0  # one copy, placed there
+    # the engine's sampler on devices of its own is tensor parallel: every row on each device,
+    # the weights and the KV heads split 4 ways
+    engine = dataclasses.replace(plan, rollout=dataclasses.replace(plan.rollout, mode="engine"),
+                                 schedule=ScheduleConfig(sampler_devices=4))
+    tensor = plan_memory(cfg, engine, 16, mesh=(1, 4, 1))
+    assert tensor.kv_cache == plan_memory(cfg, plan, 16, mesh=(1, 1, 4)).kv_cache
+    assert tensor.kv_cache > synced.kv_cache and tensor.sampler_copy < weights
