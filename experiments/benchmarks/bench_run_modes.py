@@ -14,7 +14,8 @@ Modes, a baseline and its variant: `lockstep,engine` (the default, one device); 
 (`rollout.schedule="async"`, max_staleness 1: the next step's rollout plays during the update on
 the same device: one device only, see `seetjax.rl.async_rollouts.check_devices`); and
 `sync-split,async-split`, the same with the first half of the devices sampling and the rest
-learning (`rollout.sampler_devices`). `--devices N` simulates N CPU devices (set before JAX
+learning (`rollout.sampler_devices`); `sync-engine,async-engine`, sync vs async with the rollouts
+through the engine (one device). `--devices N` simulates N CPU devices (set before JAX
 starts). Every run trains with `learner.loss.tis_cap=inf` (the decoupled objective async needs;
 with one optimizer update per step it costs the synchronous run nothing) and an entropy bonus of
 0.01, so that every step updates (the tiny setting's base rarely earns a reward, and a step
@@ -50,10 +51,12 @@ SCHEDULE_TITLE = ("RL step time: synchronous vs asynchronous rollouts (bench_run
                   "--modes sync,async or sync-split,async-split)")
 SCHEDULE_COLUMNS = ["date", "machine", "setting", "sync step s (first)", "async step s (first)",
                     "speed-up", "most staleness trained on", "policy tokens per step sync / async"]
+ASYNC = {"schedule": "async", "max_staleness": 1}
 MODES = {"lockstep": {}, "engine": {"mode": "engine"}, "sync": {}, "sync-split": {},
-         "async": {"schedule": "async", "max_staleness": 1},
-         "async-split": {"schedule": "async", "max_staleness": 1}}
-PAIRS = (("lockstep", "engine"), ("sync", "async"), ("sync-split", "async-split"))
+         "async": ASYNC, "async-split": ASYNC, "sync-engine": {"mode": "engine"},
+         "async-engine": {"mode": "engine", **ASYNC}}
+PAIRS = (("lockstep", "engine"), ("sync", "async"), ("sync-split", "async-split"),
+         ("sync-engine", "async-engine"))
 
 
 def run(config_path: Path, mode: str, steps: int, workdir: Path) -> tuple[list[dict], list[float]]:
