@@ -8,8 +8,9 @@ import pytest
 from tests.integration.test_train import launch
 
 # configs/testbed.py (the pretrained embedded base on generated tasks, whose replies call tools)
-# cut to one RL step of one task, without evaluations.
+# cut to one RL step of one task, without held-out evaluations, two training tasks evaluated.
 BRANCHING = ["--config=configs/testbed.py", "--config.data.tasks_per_step=1",
+             "--config.data.categories=base", "--config.data.tasks_per_category=2",
              "--config.rollout.group_size=2", "--config.eval.splits=", "--config.train.steps=1",
              "--config.train.checkpoint_every=1", "--config.learner.algorithm=gigpo",
              "--config.rollout.branch.points=every_call", "--config.rollout.branch.k=2",
