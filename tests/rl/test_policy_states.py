@@ -38,6 +38,7 @@ def run(tmp_path_factory, tokenizer):
     config.sft.enabled = False
     config.learner.micro_batches = 1
     config.learner.optimizer.warmup_steps = 0  # the warmup's first step has lr 0: nothing moves
+    config.data.tasks_per_step = 1  # the update's rows: the tests' one question's teams
     run = TrainRun(config, tmp_path_factory.mktemp("run"))
     run.tokenizer = tokenizer
     return run
