@@ -69,9 +69,15 @@ bench: install-test
 # a row per part to BENCHMARKS.md, logs to $OUT (docs/performance.md, "On a GPU").
 # Its plumbing at tiny shapes on the CPU:
 #   make gpu-check PYTHON=.venv/bin/python ARGS="--cpu-dry-run --parts all"
-.PHONY: gpu-check
+.PHONY: gpu-check gpu-model
 gpu-check:
 	$(PYTHON) experiments/benchmarks/gpu_check.py $(ARGS)
+
+# The embedded base model (built here once, cached) into the git-ignored .gpu_model/, for a
+# device run that carries it: `make gpu-check ARGS="--parts rollouts"` plays the testbed with it.
+gpu-model: install
+	rm -rf .gpu_model
+	cp -r "$$($(BIN)/python -c 'from seetjax.defaults.base_model import resolve_model_path; print(resolve_model_path("embedded:base"))')" .gpu_model
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -30,10 +30,15 @@ hang or a crash in one still leaves the others' figures:
   cublas     the same with XLA's Triton GEMMs off (cuBLAS for every matmul): are the dense
              layers' 64-row matmuls the loss? (CUDA graphs over the loop and XLA's dot merger,
              the two questions before, did not move the step: 2026-11-28)
+  engine     bench_rollout.py --compare: the testbed's episodes played in lock step and through
+             the serving engine (issue 43), with the embedded base model carried in .gpu_model/
+             (`make gpu-model`), whose replies stop at different lengths: on 2 CPU cores every
+             row a decode step holds costs compute and the engine lost (0.7-0.9x); on a GPU a
+             step's cost hardly depends on its rows
 
 --parts takes parts or the groups "figures" (wheels, scale), "checks" (wheels, plan, learner,
-shared, tests), "decode" (wheels, anatomy, sampler, profile, cublas: the decode step's next questions)
-and "all". The caps are
+shared, tests), "decode" (wheels, anatomy, sampler, profile, cublas: the decode step's next questions),
+"rollouts" (wheels, engine) and "all". The caps are
 what the parts took on an H100 (2026-11-27, two sessions) with room: an RL step of the scaled run
 compiling takes 185-199 s after ~100 s of start and evaluation, so two steps need the first call
 alone; the plan check's prefill and decode compiled in 27 s there (its update never got its
@@ -78,7 +83,10 @@ TESTS = ["tests/learner", "tests/test_tolerances.py", "tests/models", "tests/sam
 # --cpu-dry-run); the budget caps them too. The update's plan check has not run on a GPU (its
 # compilation there is guessed from the scaled run's first update, ~90 s with the step's work).
 CAPS = {"wheels": 45, "scale": 400, "plan": 130, "learner": 80, "shared": 240, "tests": 420,
-        "anatomy": 90, "sampler": 80, "profile": 90, "cublas": 80}
+        "anatomy": 90, "sampler": 80, "profile": 90, "cublas": 80, "engine": 240}
+# The embedded base model, copied here by `make gpu-model` and carried (git-ignored, 16 MB):
+# building it on the device would spend the loan on its SFT.
+GPU_MODEL = ROOT / ".gpu_model"
 # The decode variants: bench_sampler under these XLA flags (not yet run on a GPU). Run before
 # (BENCHMARKS.md, 2026-11-28), no gain: the loop in CUDA graphs
 # (--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL --xla_gpu_graph_min_graph_size=1), 3.12
@@ -90,6 +98,7 @@ XLA_VARIANTS = {"cublas": "--xla_gpu_enable_triton_gemm=false"}
 GROUPS = {"figures": ["wheels", "scale"],
           "checks": ["wheels", "plan", "learner", "shared", "tests"],
           "decode": ["wheels", "anatomy", "sampler", "profile", *XLA_VARIANTS],
+          "rollouts": ["wheels", "engine"],
           "all": list(CAPS)}
 
 
@@ -127,6 +136,10 @@ def part_commands(dry: bool, workdir: Path, workers: int = 8) -> dict[str, tuple
             "update,prefill,decode", "--json", str(workdir / "plan.json")]
     scale = [py, "launch/train.py", f"--config={config}", f"--workdir={workdir / 'scale'}",
              "--config.train.steps=2"]
+    engine = [py, f"{bench}/bench_rollout.py", "--compare", "--no-write", "--model",
+              "embedded:base" if dry else str(GPU_MODEL),
+              *(["--tasks", "1", "--rounds", "1", "--warmup", "1"] if dry else
+                ["--tasks", "8", "--rounds", "3", "--warmup", "2"])]
     return {
         "wheels": ([py, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
                     "--no-cache-dir", "--upgrade", "--target", SITE, *wheels],
@@ -149,6 +162,7 @@ def part_commands(dry: bool, workdir: Path, workers: int = 8) -> dict[str, tuple
                    *TESTS],
                   " ".join(TESTS) + (" (collected only: dry run)" if dry else f", -n {workers}")),
         "scale": (scale, " ".join(scale[2:]).replace(str(workdir), "$TMP")),
+        "engine": (engine, " ".join(engine[2:]).replace(str(ROOT) + "/", "")),
     }
 
 
@@ -234,6 +248,9 @@ def figures(name: str, log: Path, workdir: Path) -> str:
         return json.loads((workdir / f"{name}.json").read_text()).get("headline", "-")
     if name == "scale":
         return scale_figures(workdir)
+    if name == "engine":  # bench_rollout's summary line
+        found = re.findall(r"^episodes/s: .*$", text, re.M)
+        return found[-1][:400] if found else "-"
     return text.strip().splitlines()[-1][:200] if text.strip() else "-"
 
 
@@ -269,6 +286,8 @@ def skip_reason(name: str, dry: bool, left: float, budget: float) -> str | None:
         return "no .whl/*.whl (experiments/benchmarks/fetch_gpu_wheels.sh fetches them)"
     if name == "scale" and not (ROOT / "configs/scale_1_5b.py").exists():
         return "configs/scale_1_5b.py absent"
+    if name == "engine" and not dry and not (GPU_MODEL / "config.json").exists():
+        return "no .gpu_model/ (`make gpu-model` copies the embedded base model there)"
     if left < 20:
         return f"budget spent ({budget:.0f} s)"
     return None

@@ -134,3 +134,22 @@ def test_the_decode_variants_are_the_sampler_bench_under_their_xla_flags(check, 
         assert command == [str(tmp_path / f"{name}.json") if a.endswith("sampler.json") else a
                            for a in sampler]
         assert setting.startswith(f"XLA_FLAGS={flags} ") and f"$TMP/{name}.json" in setting
+
+
+def test_the_engine_part_needs_the_carried_model_and_reports_the_compare_line(check, tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.setattr(check, "GPU_MODEL", tmp_path / "model")
+    assert "make gpu-model" in check.skip_reason("engine", False, 400, 420)
+    assert check.skip_reason("engine", True, 400, 420) is None  # the dry run builds its own
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    assert check.skip_reason("engine", False, 400, 420) is None
+    command, setting = check.part_commands(False, tmp_path)["engine"]
+    assert command[-6:] == ["--tasks", "8", "--rounds", "3", "--warmup", "2"]
+    assert f"--model {tmp_path / 'model'}" in setting
+    log = tmp_path / "engine.log"
+    log.write_text("compiling\nepisodes/s: lock step 4.2, engine 5.9 (1.40x); idle 41% / 8%\n"
+                   "[bench] recorded\n")
+    assert check.figures("engine", log, tmp_path) == ("episodes/s: lock step 4.2, engine 5.9 "
+                                                      "(1.40x); idle 41% / 8%")
+    assert check.expand_parts("rollouts") == ["wheels", "engine"]
