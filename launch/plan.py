@@ -19,6 +19,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")  # shapes only: no accelerator is 
 from absl import app, flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
+from seetjax.defaults.base_model import resolve_model_path  # noqa: E402
 from seetjax.rl.config import build_plan  # noqa: E402
 from seetjax.rl.memory_plan import (  # noqa: E402
     GiB,
@@ -72,13 +73,17 @@ def _mesh_sizes(config, text: str) -> tuple[int, int, int]:
 def main(argv):
     del argv
     config = _CONFIG.value
-    if config.model.path is None:  # a placeholder: the plan needs only the shape
+    placeholder = config.model.path is None  # the plan needs only the shape: a preset's
+    if placeholder:
         config.model.path = ""
     tasks, kw = config.data.tasks_per_step, dict(processes=_PROCESSES.value,
                                                   backend=_BACKEND.value)
     try:
         plan = build_plan(config)
-        cfg = model_config_of(config, preset=_PRESET.value, model_dir=config.model.path or None)
+        named = _PRESET.value or config.model.get("preset") or placeholder
+        # '', "embedded" and "embedded:base" name the embedded defaults (built once, cached)
+        cfg = model_config_of(config, preset=_PRESET.value,
+                              model_dir=None if named else resolve_model_path(config.model.path))
         meshes = [_mesh_sizes(config, text) for text in _MESH.value or [""]]
         plans = [(mesh, plan_memory(cfg, plan, tasks, mesh=mesh, **kw)) for mesh in meshes]
     except ValueError as e:

@@ -36,3 +36,12 @@ def test_bad_flags_are_named():
         (["--device_memory=80 gigs"], "--device_memory: a size such as 80GiB"),
         (["--device_memory=40GiB"], ""),
     ])
+
+
+def test_a_config_on_the_embedded_model_is_planned_with_its_shape(embedded_dir):
+    # model.path '' (the embedded default): its config.json gives the shape, as at a launch
+    out = subprocess.run([sys.executable, "launch/plan.py", "--config=configs/tiny.py",
+                          "--device_memory=24GiB"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "float32 weights" in out.stdout and "fits: peak" in out.stdout
