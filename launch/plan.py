@@ -19,7 +19,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")  # shapes only: no accelerator is 
 from absl import app, flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from seetjax.defaults.base_model import resolve_model_path  # noqa: E402
+from seetjax.defaults.base_model import untrained_model_path  # noqa: E402
 from seetjax.rl.config import build_plan  # noqa: E402
 from seetjax.rl.memory_plan import (  # noqa: E402
     GiB,
@@ -81,9 +81,10 @@ def main(argv):
     try:
         plan = build_plan(config)
         named = _PRESET.value or config.model.get("preset") or placeholder
-        # '', "embedded" and "embedded:base" name the embedded defaults (built once, cached)
+        # '', "embedded" and "embedded:base" name the embedded default (its base is its SFT:
+        # the same shape, read without building it)
         cfg = model_config_of(config, preset=_PRESET.value,
-                              model_dir=None if named else resolve_model_path(config.model.path))
+                              model_dir=None if named else untrained_model_path(config.model.path))
         meshes = [_mesh_sizes(config, text) for text in _MESH.value or [""]]
         plans = [(mesh, plan_memory(cfg, plan, tasks, mesh=mesh, **kw)) for mesh in meshes]
     except ValueError as e:

@@ -48,7 +48,7 @@ TITLE = "RL step time: rollouts in lock step vs the engine (bench_run_modes.py)"
 COLUMNS = ["date", "machine", "setting", "lock-step step s (first)", "engine step s (first)",
            "speed-up", "policy tokens per step lock step / engine"]
 SCHEDULE_TITLE = ("RL step time: synchronous vs asynchronous rollouts (bench_run_modes.py "
-                  "--modes sync,async or sync-split,async-split)")
+                  "--modes sync,async, sync-split,async-split or sync-engine,async-engine)")
 SCHEDULE_COLUMNS = ["date", "machine", "setting", "sync step s (first)", "async step s (first)",
                     "speed-up", "most staleness trained on", "policy tokens per step sync / async"]
 ASYNC = {"schedule": "async", "max_staleness": 1}

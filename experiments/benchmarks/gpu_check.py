@@ -136,7 +136,8 @@ def part_commands(dry: bool, workdir: Path, workers: int = 8) -> dict[str, tuple
             "update,prefill,decode", "--json", str(workdir / "plan.json")]
     scale = [py, "launch/train.py", f"--config={config}", f"--workdir={workdir / 'scale'}",
              "--config.train.steps=2"]
-    engine = [py, f"{bench}/bench_rollout.py", "--compare", "--no-write", "--model",
+    engine = [py, f"{bench}/bench_rollout.py", "--compare", "--no-write",
+              "--config", "configs/testbed.py", "--model",
               "embedded:base" if dry else str(GPU_MODEL),
               *(["--tasks", "1", "--rounds", "1", "--warmup", "1"] if dry else
                 ["--tasks", "8", "--rounds", "3", "--warmup", "2"])]

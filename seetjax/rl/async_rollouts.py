@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
 from seetjax.errors import invalid
 from seetjax.rl.alarms import learner_checksum, params_checksum
@@ -45,26 +45,41 @@ from seetjax.seet.config import StageConfig
 @dataclasses.dataclass(frozen=True)
 class Snapshot:
     """What the trainer publishes after `done` RL steps: the sampling weights (a copy of the
-    learner's, on the sampler's devices), their `version`, whether that copy's checksum
-    differs from the learner's (`sync/weight_mismatch`), and the curriculum's stage and
-    progress for the rollouts that start from it."""
+    learner's, on the sampler's devices), their `version`, the learner's checksum of them, the
+    curriculum's stage and progress for the rollouts that start from it, and whether the copy's
+    checksum differs from the learner's (`sync/weight_mismatch`: `checked` computes it, nan
+    until then)."""
 
     done: int
     params: Any
     version: int
-    weight_mismatch: float
+    learner_checksum: int
     stage: StageConfig
     progress: float
+    weight_mismatch: float = math.nan
+
+
+def checked(snapshot: Snapshot) -> Snapshot:
+    """`snapshot` with its `weight_mismatch`. The producer computes it before it plays, while
+    nothing else runs on the sampler's devices: on a tensor-parallel sampler mesh (the engine's)
+    the checksum's reduction is a collective program, which the trainer's thread must not
+    enqueue while the engine's decode thread enqueues its own (per device in different orders,
+    they could wait on each other)."""
+    mismatch = float(params_checksum(snapshot.params) != snapshot.learner_checksum)
+    return dataclasses.replace(snapshot, weight_mismatch=mismatch)
 
 
 class RolloutPipeline:
     """The producer thread (see the module docstring). `play(step, snapshot)` plays a step's
-    tasks; steps `first` to `last - 1` are played in order; `checkpoint_every` steps start
-    over from a published snapshot of their own."""
+    tasks, after `check(snapshot)` (`checked`; none: as published); steps `first` to `last - 1`
+    are played in order; `checkpoint_every` steps start over from a published snapshot of
+    their own."""
 
     def __init__(self, play: Callable[[int, Snapshot], Played], first: int, last: int,
-                 lag: int, checkpoint_every: int):
+                 lag: int, checkpoint_every: int,
+                 check: Callable[[Snapshot], Snapshot] | None = None):
         self._play, self.lag, self._every = play, lag, checkpoint_every
+        self._check = check or (lambda snapshot: snapshot)
         self._cond = threading.Condition()
         self._snapshots: dict[int, Snapshot] = {}
         self._played: dict[int, tuple[Played, Snapshot]] = {}
@@ -128,6 +143,7 @@ class RolloutPipeline:
                     del self._snapshots[done]
                 self._busy = 1
             try:
+                snapshot = self._check(snapshot)
                 played = self._play(step, snapshot)
             except BaseException as error:  # noqa: BLE001 - raised in the trainer by `take`
                 with self._cond:
@@ -174,13 +190,11 @@ def split_devices(sampler_devices: int) -> tuple[list[jax.Device] | None, list[j
 def take_snapshot(policies: PolicyStates, done: int, stage: StageConfig,
                   progress: float) -> Snapshot:
     """The shared set's weights after `done` steps, copied where the sampler runs (the
-    learner's own arrays are donated to its next update), checked against the learner's."""
-    params = policies.sampling_params()
-    if policies.sample_mesh is policies.learner.mesh:  # else already copied to the sampler's
-        params = jax.tree.map(jnp.copy, params)
+    learner's own arrays are donated to its next update), with the learner's checksum of them
+    (computed on the learner's devices; the copy's is the producer's to compute: `checked`)."""
     state = policies.state(SHARED)
-    mismatch = float(params_checksum(params) != learner_checksum(policies.learner, state))
-    return Snapshot(done, params, int(state.step), mismatch, stage, progress)
+    return Snapshot(done, policies.sampling_copy(), int(state.step),
+                    learner_checksum(policies.learner, state), stage, progress)
 
 
 def trained_result(pipeline: RolloutPipeline, rollout: Rollout, step: int, learner_version: int,

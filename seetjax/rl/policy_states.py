@@ -75,6 +75,12 @@ class PolicyStates:
         host = multihost_utils.process_allgather(params, tiled=True)
         return sharding.shard_state(host, self.sample_mesh)
 
+    def sampling_copy(self, role: str = EVAL_ROLE) -> nnx.State:
+        """`sampling_params` as arrays of their own: the learner's are donated to each update
+        (on a sampler mesh of its own they are copied there already, so not copied again)."""
+        params = self.sampling_params(role)
+        return jax.tree.map(jnp.copy, params) if self.sample_mesh is self.learner.mesh else params
+
     def version(self, role: str) -> int:
         """The weight version of `role`'s set: its updates applied (`TrainState.step`)."""
         return int(self.state(role).step)

@@ -34,9 +34,9 @@ def live_bytes(devices: list[jax.Device] | None = None) -> dict[jax.Device, int]
             for shard in array.addressable_shards:
                 if shard.device in devices:
                     buffers[shard.device, shard.data.unsafe_buffer_pointer()] = shard.data.nbytes
-        except jax.errors.JaxRuntimeError:
-            # deleted or donated, before or while it was read: a rollout that plays ahead
-            # (another thread) donates its cache at every decode step
+        except RuntimeError:  # jax's "Array has been deleted" and JaxRuntimeError alike
+            # deleted or donated after `live_arrays` listed it, before or while it was read: a
+            # rollout that plays ahead (another thread) donates its cache at every decode step
             continue
     totals = dict.fromkeys(devices, 0)
     for (device, _), nbytes in buffers.items():

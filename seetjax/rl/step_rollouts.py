@@ -8,11 +8,10 @@ alone, so every source plays a step alike."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from flax import nnx
@@ -21,7 +20,13 @@ from jax.sharding import Mesh
 from seetjax.errors import invalid
 from seetjax.models.tokenizer import Tokenizer
 from seetjax.rl.alarms import weight_sync
-from seetjax.rl.async_rollouts import RolloutPipeline, Snapshot, take_snapshot, trained_result
+from seetjax.rl.async_rollouts import (
+    RolloutPipeline,
+    Snapshot,
+    checked,
+    take_snapshot,
+    trained_result,
+)
 from seetjax.rl.config import Plan
 from seetjax.rl.policy_states import SHARED, PolicyStates
 from seetjax.rollout.loop import Played, Rollout
@@ -45,7 +50,7 @@ class StepRollouts:
                  tasks: Sequence[Any]):
         self.config, self.plan, self.policies = config, plan, policies
         self.sampler, self.tokenizer, self.rollout, self.tasks = sampler, tokenizer, rollout, tasks
-        self.engine = self._engine() if plan.rollout.mode == "engine" else None
+        self.engine: Engine | None = None  # mode "engine": made at its first use (`_serving`)
         self.pipeline: RolloutPipeline | None = None
 
     def __call__(self, step: int, curriculum: Curriculum
@@ -73,7 +78,7 @@ class StepRollouts:
             return
         self.pipeline = RolloutPipeline(self._play_ahead, first, last,
                                         schedule.lag(self.plan.learner.mini_batches),
-                                        self.config.train.checkpoint_every)
+                                        self.config.train.checkpoint_every, check=checked)
         self.published(first, curriculum)
 
     def published(self, done: int, curriculum: Curriculum) -> None:
@@ -100,17 +105,16 @@ class StepRollouts:
 
     def _play_ahead(self, step: int, snapshot: Snapshot) -> Played:
         """Step `step`'s episodes played with `snapshot` (the producer thread): the policy and
-        seeds a synchronous step would use; the run's engine is given the snapshot's weights
-        where their version is not the one it serves (snapshots come in step order, so their
-        versions never go back)."""
+        seeds a synchronous step would use; through the run's engine, given the snapshot's
+        weights where it serves another version (snapshots come in step order, so versions
+        never go back), its own copy none: it serves the snapshot's arrays."""
         seed = self.seed(step)
-        if self.engine is None:
+        if self.plan.rollout.mode == "engine":
+            policy = EnginePolicy(self._serving(lambda: snapshot.params, snapshot.version),
+                                  self.plan.sampling, seed)
+        else:
             policy = SamplerPolicy(self.sampler, snapshot.params, self.plan.sampling,
                                    self.tokenizer.stop_ids, self._key(step), snapshot.version)
-        else:
-            if snapshot.version != self.engine.weight_version:
-                self.engine.update_weights(snapshot.params, snapshot.version)
-            policy = EnginePolicy(self.engine, self.plan.sampling, seed)
         return self.rollout.play_tasks(self.tasks_for(step), policy, snapshot.stage,
                                        snapshot.progress, seed)
 
@@ -137,31 +141,36 @@ class StepRollouts:
     def _policy(self, step: int, seed: int) -> SamplerPolicy | EnginePolicy:
         """Step `step`'s rollout policy: a `SamplerPolicy` on the learner's current parameters,
         or (mode "engine") the run's engine, given them once the learner's version moved on."""
-        if self.engine is None:
+        if self.plan.rollout.mode != "engine":
             return self.policies.rollout_policy(
                 lambda params, key, version: SamplerPolicy(
                     self.sampler, params, self.plan.sampling, self.tokenizer.stop_ids, key,
                     version),
                 self._key(step))
-        version = self.policies.version(SHARED)
-        if version != self.engine.weight_version:  # drops the older prefix-cache entries
-            self.engine.update_weights(self._engine_params(), version)
-        return EnginePolicy(self.engine, self.plan.sampling, seed)
+        # a copy the engine owns: the learner's f32 arrays are donated to each update
+        return EnginePolicy(self._serving(self.policies.sampling_copy,
+                                          self.policies.version(SHARED)),
+                            self.plan.sampling, seed)
 
     # ---------------------------------------------------------------- the engine
 
-    def _engine(self) -> Engine:
-        """The run's engine (`rollout.mode="engine"`), made once: its compiled programs and prefix
-        cache serve every step. A row for each of the step's episodes on this process."""
-        rows = self.config.data.tasks_per_step // jax.process_count() * self.plan.rollout.group_size
-        return Engine(self.policies.model(), self.tokenizer, params=self._engine_params(),
-                      sampler=self.sampler, max_batch=rows, max_queue=rows,
-                      chunk_steps=self.plan.rollout.decode_chunk or 16)
-
-    def _engine_params(self) -> nnx.State:
-        """A copy of the sampling parameters the engine owns: the learner's f32 arrays are
-        donated to each update, and an update skipped as non-finite keeps the version."""
-        return jax.tree.map(jnp.copy, self.policies.sampling_params())
+    def _serving(self, params: Callable[[], nnx.State], version: int) -> Engine:
+        """The run's engine (`rollout.mode="engine"`), made at its first use and kept: its
+        compiled programs and prefix cache serve every step; a row for each of the step's
+        episodes on this process. It serves `params()` of `version`, given them where it
+        serves another version (older prefix-cache entries dropped)."""
+        if self.engine is not None and version == self.engine.weight_version:
+            return self.engine
+        weights = params()
+        if self.engine is None:  # at version 0
+            rows = (self.config.data.tasks_per_step // jax.process_count()
+                    * self.plan.rollout.group_size)
+            self.engine = Engine(self.policies.model(), self.tokenizer, params=weights,
+                                 sampler=self.sampler, max_batch=rows, max_queue=rows,
+                                 chunk_steps=self.plan.rollout.decode_chunk or 16)
+        if version != self.engine.weight_version:
+            self.engine.update_weights(weights, version)
+        return self.engine
 
 
 def sample_mesh(devices: Sequence[jax.Device], mode: str) -> Mesh:

@@ -146,6 +146,8 @@ def test_the_engine_part_needs_the_carried_model_and_reports_the_compare_line(ch
     assert check.skip_reason("engine", False, 400, 420) is None
     command, setting = check.part_commands(False, tmp_path)["engine"]
     assert command[-6:] == ["--tasks", "8", "--rounds", "3", "--warmup", "2"]
+    # 8 tasks x (2 warm-up + 3 timed batches): the testbed has them (tiny.py's 32 do not)
+    assert "--config configs/testbed.py" in setting
     assert f"--model {tmp_path / 'model'}" in setting
     log = tmp_path / "engine.log"
     log.write_text("compiling\nepisodes/s: lock step 4.2, engine 5.9 (1.40x); idle 41% / 8%\n"

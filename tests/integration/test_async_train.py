@@ -76,19 +76,23 @@ def test_on_devices_of_their_own_rollouts_run_one_version_behind_and_resume_exac
 def test_engine_rollouts_play_ahead_on_a_tensor_parallel_sampler_mesh(tmp_path, embedded_dir):
     """rollout.mode "engine" with async: the run's engine, on 4 devices of its own (its rows
     whole on each, the model split), plays step 2 ahead during step 1's update, one version
-    behind, and no engine or producer thread outlives the run (the checkpoint restarts and the
-    resume are the pipeline's, tested above in lock step)."""
+    behind, and step 3 from the checkpoint's weights (version 2), which it is given; no engine
+    or producer thread outlives the run."""
     def engines():
         return {t for t in threading.enumerate() if t.name == "seetjax-engine" and t.is_alive()}
 
     others = engines()
-    config = configured(2, "async", sampler_devices=4, max_staleness=1, mode="engine")
+    config = configured(3, "async", sampler_devices=4, max_staleness=1, mode="engine")
     config.train.checkpoint_every = 2
-    TrainRun(config, tmp_path).run()
+    run = TrainRun(config, tmp_path)
+    run.run()
     assert not producers() and engines() <= others
+    assert dict(run.policies.sample_mesh.shape) == {"data": 1, "fsdp": 1, "tensor": 4}
+    engine = run.rollouts.engine
+    assert engine.weight_version == 2 and engine.stats.finished > 0  # it played, and was updated
     rows = rl_rows(tmp_path)
-    assert [r["rollout/staleness"] for r in rows] == [0, 1]
-    assert [r["rollout/oldest_version"] for r in rows] == [0, 0]
+    assert [r["rollout/staleness"] for r in rows] == [0, 1, 0]
+    assert [r["rollout/oldest_version"] for r in rows] == [0, 0, 2]
     for r in rows:
         assert r["rollout/versions"] == 1 and r["rollout/policy_tokens"] > 0
         assert r["sync/weight_mismatch"] == 0 and r["rollout/stale_dropped"] == 0

@@ -4,6 +4,9 @@ refusal of an 80 GiB device, with the changes that fit; bad flags named."""
 import subprocess
 import sys
 
+import pytest
+
+from seetjax.models.hf import load_hf_checkpoint
 from tests.launch.flagcheck import ROOT, assert_flag_errors
 
 
@@ -38,10 +41,14 @@ def test_bad_flags_are_named():
     ])
 
 
-def test_a_config_on_the_embedded_model_is_planned_with_its_shape(embedded_dir):
-    # model.path '' (the embedded default): its config.json gives the shape, as at a launch
-    out = subprocess.run([sys.executable, "launch/plan.py", "--config=configs/tiny.py",
+@pytest.mark.parametrize("config", ["tiny.py", "testbed.py"])
+def test_a_config_on_the_embedded_models_is_planned_with_their_shape(embedded_dir, config):
+    # model.path '' (the embedded default) or "embedded:base" (its SFT, the same shape): the
+    # default's config.json gives the shape, without building the base
+    out = subprocess.run([sys.executable, "launch/plan.py", f"--config=configs/{config}",
                           "--device_memory=24GiB"], cwd=ROOT, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "float32 weights" in out.stdout and "fits: peak" in out.stdout
+    params = load_hf_checkpoint(embedded_dir).config.num_params()
+    assert f"model: {params / 1e9:.2f}B parameters, float32 weights" in out.stdout
+    assert "fits: peak" in out.stdout

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from seetjax.config.sections import load_config_file
-from seetjax.rl.async_rollouts import RolloutPipeline, Snapshot
+from seetjax.rl.alarms import params_checksum
+from seetjax.rl.async_rollouts import RolloutPipeline, Snapshot, checked
 from seetjax.rl.config import build_plan
 from seetjax.rl.schedule import ScheduleConfig
 from seetjax.rl.trainer import TrainRun
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def snapshot(done: int) -> Snapshot:
-    return Snapshot(done, params=f"weights after {done}", version=done, weight_mismatch=0.0,
+    return Snapshot(done, params=f"weights after {done}", version=done, learner_checksum=0,
                     stage=PLAIN_STAGE, progress=0.0)
 
 
@@ -70,6 +71,26 @@ def test_a_checkpoint_starts_the_pipeline_over_so_a_resumed_run_plays_the_same()
     assert [d for _, d, _ in straight] == [0, 0, 1, 3, 3, 4, 6, 6]  # steps 3 and 6: fresh
     resumed = run_steps(3, 8, lag=1, every=3)  # from the checkpoint after step 3
     assert [(s, d) for s, d, _ in resumed] == [(s, d) for s, d, _ in straight[3:]]
+
+
+def test_the_producer_checks_each_snapshot_before_it_plays_it():
+    weights = {"w": np.arange(4, dtype=np.float32)}
+    good = Snapshot(0, weights, 0, params_checksum(weights), PLAIN_STAGE, 0.0)
+    assert math.isnan(good.weight_mismatch) and checked(good).weight_mismatch == 0.0
+    bad = dataclasses.replace(good, learner_checksum=good.learner_checksum + 1)
+    assert checked(bad).weight_mismatch == 1.0
+    threads = []
+
+    def check(snap: Snapshot) -> Snapshot:  # on the producer's thread, not the trainer's
+        threads.append(threading.current_thread().name)
+        return dataclasses.replace(snap, weight_mismatch=0.5)
+
+    pipeline = RolloutPipeline(lambda step, snap: Played([], PlayTimes(), snap.stage), 0, 1,
+                               lag=0, checkpoint_every=100, check=check)
+    pipeline.publish(snapshot(0))
+    _, snap = pipeline.take(0)
+    pipeline.close()
+    assert snap.weight_mismatch == 0.5 and threads == ["rollout-producer"]
 
 
 def test_the_producer_waits_for_a_pause_and_a_pause_waits_for_the_rollout_playing():

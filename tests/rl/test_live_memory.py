@@ -47,6 +47,16 @@ def test_live_bytes_counts_each_buffer_once():
     assert live_bytes(devices) == {d: before[d] + 2 * half for d in devices}
 
 
+def test_an_array_deleted_after_it_was_listed_is_not_counted(monkeypatch):
+    # a rollout playing ahead in another thread donates its cache while the step counts
+    device = jax.devices()[0]
+    kept, gone = jax.device_put(np.ones(256, np.float32), device), jax.device_put(
+        np.ones(512, np.float32), device)
+    gone.delete()
+    monkeypatch.setattr(jax, "live_arrays", lambda: [gone, kept])
+    assert live_bytes([device]) == {device: kept.nbytes}
+
+
 def test_a_select_holds_a_second_cache_which_the_plan_counts():
     # Sampler.select gathers the rows it keeps (episodes that ended dropped, forks copied) into
     # a new cache: its program writes no output over its input, so both caches are alive.

@@ -156,22 +156,26 @@ def test_branches_give_the_exact_state_conditioned_advantage(play, task, tokeniz
 
 
 def test_a_branch_counts_its_own_retries_and_hints_not_its_originals(play, task, tokenizer):
-    """Row 0 calls cd into a folder that is not there (retried, with a hint), then cd: its call
-    forks one branch. The retry and the hint came before the fork: the original's, counted once
-    in the step's metrics (a branch that inherited them doubled them)."""
+    """Row 0's first call, cd into a folder that is not there, runs and fails: the fast loop
+    retries it with a hint (the budget of one spent) and, its call having run, the episode forks
+    one branch there. The branch goes on with mkdir (runs), then mv, which fails (no retry left;
+    augmented mode still hints), then "Done." to every turn. The retry and the first hint came
+    before the fork: the original's, counted once in the step's metrics (a branch that inherited
+    them doubled them)."""
     stage = StageConfig(stage=1, env_mode="augmented", retry_budget=1)
     rollout = Rollout(tokenizer, RolloutConfig(
         group_size=1, env=COMPACT, branch=BranchConfig(points="every_call", k=1)))
     _, episodes = play([task], stage, [["[cd(folder='nope')]", CD], [MKDIR, MV]],
                        rollout=rollout)
     original, branch = episodes
-    assert branch.branch and original.turns[0].retries == 1 and original.turns[0].hints == 1
-    assert branch.turns[0].retries == 1  # the fork turn's log is the original's so far
-    assert original.stats()["retries"] == original.stats()["hints"] == 1
+    assert branch.branch and original.stats()["retries"] == original.stats()["hints"] == 1
+    assert branch.counters()["retries"] == 1  # the fork turn's log: the original's so far
     own = branch.stats()
-    assert own["retries"] == 0  # its one retry is the original's
-    assert own["hints"] == sum(t.hints for t in branch.turns) - 1  # its own hints alone
-    assert rollout.slow_loop(episodes, stage, step=0).stats()["retries"] == 0.5  # 1 over 2 rows
+    assert (own["retries"], own["hints"], own["interceptions"]) == (0, 1, 0)  # mv's hint
+    sampled = [len(tokenizer.encode(t)) + 1 for t in (MKDIR, MV)]
+    assert own["policy_tokens"] == sum(sampled) + 4 * (len(tokenizer.encode("Done.")) + 1)
+    stats = rollout.slow_loop(episodes, stage, step=0).stats()
+    assert (stats["retries"], stats["hints"]) == (0.5, 1.0)  # means over the two rows
 
 
 def test_branch_config_is_validated_and_a_budget_stops_forks(play, task, tokenizer):
