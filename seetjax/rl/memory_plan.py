@@ -23,8 +23,9 @@ runs on a machine with one. The transients are arithmetic over the shapes the ru
   dtype and `ACT_SCORES` f32 attention-score blocks per head (none under cuDNN's fused
   attention), held for every layer without remat, for one layer (plus each layer's input, or
   with "dots" each matmul's output) under remat; `ACT_LOGITS` f32 logits per LM-head position
-  (a `logprob_chunk` at a time); `ACT_MASK` bytes per (query, key) pair of a row for the
-  segment mask. The counts are what XLA keeps for this decoder's backward pass, fitted to
+  (a `logprob_chunk` at a time); `ACT_ATTENTION` bytes per (query, key) pair of a row and
+  query head, one layer's attention temporaries over all its blocks (the boolean mask alone
+  under the fused kernel). The counts are what XLA keeps for this decoder's backward pass, fitted to
   `compiled.memory_analysis()` on the CPU (tests/rl/test_memory_plan.py), where XLA keeps every
   layer's internals whatever the remat policy: a CPU plan counts remat as "none";
 - the sampler: its next-token logits [rows, vocab] f32 and the larger of a prompt chunk's

@@ -26,9 +26,12 @@ from seetjax.runtime.sharding import logical_to_spec
 # Fitted by least squares to `temp_size_in_bytes` of the compiled update at nine tiny f32 shapes
 # (layers, hidden, FFN, vocabulary, rows, width, attention block, LM-head chunk varied): per layer,
 # hidden-sized and FFN-sized arrays per token (compute dtype), f32 score blocks per head; f32
-# logits per head position; bytes per (query, key) pair of a row for the segment mask and its
-# broadcasts. Held-out f32 shapes agree within 10% (tests/rl/test_memory_plan.py).
-ACT_HIDDEN, ACT_FFN, ACT_SCORES, ACT_LOGITS, ACT_MASK = 13.5, 5.0, 1.0, 2.0, 31.0
+# logits per head position; bytes per (query, key) pair of a row and query head: one layer's
+# attention temporaries over all its query blocks at once, which XLA:CPU keeps (the blocked
+# attention's forward and backward alone measured 7.3-10.4 bytes per pair and head over 2-8
+# heads, blocks of 128-256, 1,024-2,048 tokens). Held-out f32 shapes, 4 and 12 heads, agree
+# within 10% (tests/rl/test_memory_plan.py).
+ACT_HIDDEN, ACT_FFN, ACT_SCORES, ACT_LOGITS, ACT_ATTENTION = 13.5, 5.0, 1.0, 2.0, 7.75
 # the Sampler's defaults
 SAMPLER_MIN_SLOTS, SAMPLER_MIN_STEPS, _SAMPLER_MIN_CHUNK, _SAMPLER_CHUNK = 128, 16, 16, 512
 _SAMPLER_SCORE_BYTES = 1 << 28  # Sampler.max_score_bytes: a prompt chunk's scores at most
@@ -112,8 +115,10 @@ def activation_bytes(cfg: ModelConfig, rows: int, width: int, tensor: int, head_
         layers = cfg.num_layers * dots + layer
     positions = rows * (min(head_chunk, width) if head_chunk else width)
     logits = ACT_LOGITS * positions * per_device(cfg.vocab_size, tensor) * 4
-    mask = (1 if fused_attention else ACT_MASK) * rows * width * width
-    return int(layers + logits + mask)
+    # a fused kernel keeps the boolean mask alone
+    pairs = rows * width * width
+    attention = pairs if fused_attention else ACT_ATTENTION * heads * pairs
+    return int(layers + logits + attention)
 
 
 def prefill_bytes(cfg: ModelConfig, rows: int, chunk: int, slots: int, tensor: int) -> int:

@@ -98,14 +98,15 @@ def test_states_are_the_learners_own_per_device(lora, dtype, mesh):
 
 
 # f32 and bf16, remat none and full (with the KL reference the scale configs keep), with and
-# without LoRA.
-@pytest.mark.parametrize("remat,dtype,lora,kl", [("none", "float32", 0, 0.04),
-                                                 ("full", "float32", 0, 0.04),
-                                                 ("none", "bfloat16", 4, 0.04)])
-def test_update_matches_its_compiled_memory_analysis(remat, dtype, lora, kl):
+# without LoRA; 4 query heads and 12 (attention's temporaries grow with the heads).
+@pytest.mark.parametrize("remat,dtype,lora,kl,heads", [("none", "float32", 0, 0.04, 4),
+                                                       ("full", "float32", 0, 0.04, 4),
+                                                       ("none", "bfloat16", 4, 0.04, 4),
+                                                       ("none", "float32", 0, 0.0, 12)])
+def test_update_matches_its_compiled_memory_analysis(remat, dtype, lora, kl, heads):
     config = run_config(**{"learner.lora.rank": lora, "learner.loss": {"kl_coef": kl}})
     plan = build_plan(config)
-    cfg = model_cfg(param_dtype=dtype, dtype=dtype, remat=remat)
+    cfg = model_cfg(param_dtype=dtype, dtype=dtype, remat=remat, num_heads=heads, head_dim=32)
     learner, state = create_learner(Transformer(cfg, rngs=nnx.Rngs(0)), plan.learner,
                                     mesh=make_mesh(1, 1, 1, jax.devices()[:1]))
     batch = learner.place(learner.ready(full_rows(plan, 8)))
