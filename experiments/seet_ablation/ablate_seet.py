@@ -26,7 +26,10 @@ differences from plain GRPO) and ablation.png (learning curves against policy to
 held-out accuracy and env steps to threshold with their intervals). Every cell's result is kept in
 its workdir: rerunning the same command after an interruption, or on another shard, skips finished
 cells and resumes an unfinished one from its checkpoint; a sharded run summarises nothing (run
---summarise_only once every shard is done).
+--summarise_only once every shard is done). A finished cell's `ablation_result.json` holds all the
+summary reads (its figures, its RL steps' curve rows and its held-out tasks) and is kept in git
+(its checkpoints and models are not), so a grid finished over several sessions or machines is
+summarised anywhere.
 
 Workers share the host's devices: on CPU its cores; on a GPU each worker allocates memory as it
 needs it (XLA_PYTHON_CLIENT_PREALLOCATE=false), so N tiny runs fit on one device.
@@ -37,7 +40,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import functools
-import json
 import os
 import shutil
 import sys
@@ -108,6 +110,11 @@ VARIANTS: dict[str, dict[str, object]] = {
 REFERENCE = "grpo"  # paired differences are taken from it
 HELDOUT = "test"  # the evaluation split of the final held-out accuracy
 CURVE_POINTS = 100  # the common policy-token grid the learning curves are interpolated onto
+# what a cell's result keeps of its metrics (per RL step) and of its held-out report (per task)
+CURVE_KEYS = ("step", "rollout/cumulative_policy_tokens", "rollout/replies",
+              "rollout/checked_turn_accuracy")
+HELDOUT_KEYS = ("id", "valid", "checked_turn_accuracy", "error_type")
+DETAIL_KEYS = ("curve", "heldout")  # in a cell's result, not in ablation.csv
 
 
 def cells(variants: list[str], seeds: list[int]) -> list[tuple[str, int]]:
@@ -168,7 +175,8 @@ def train_cell(variant: str, seed: int, warm: Path, args) -> dict:
     if shared is not None:
         share_start_evals(shared, workdir / "evals", into_cell=False)
     start, end = summary["evals"]["after_sft"], summary["evals"]["after_rl"]
-    last = rl_rows(read_metrics(workdir / "metrics.jsonl"))[-1]
+    rows = rl_rows(read_metrics(workdir / "metrics.jsonl"))
+    last = rows[-1]
     tokens = int(last["rollout/cumulative_policy_tokens"])
     return {"variant": variant, "seed": seed, "rl_steps": int(last["step"]),
             "policy_tokens": tokens, "policy_token_budget": args.policy_tokens,
@@ -180,7 +188,10 @@ def train_cell(variant: str, seed: int, warm: Path, args) -> dict:
             "start_test_turn_accuracy": split_turn_accuracy(start["splits"][HELDOUT]),
             "test_turn_accuracy": split_turn_accuracy(end["splits"][HELDOUT]),
             "test_overall": end["splits"][HELDOUT]["overall"],
-            "minutes": summary["seconds"] / 60}
+            "minutes": summary["seconds"] / 60,
+            "curve": [{k: r[k] for k in CURVE_KEYS} for r in rows],
+            "heldout": [{k: e.get(k) for k in HELDOUT_KEYS}
+                        for e in end["splits"][HELDOUT]["entries"]]}
 
 
 START_MILESTONES = ("untrained.json", "after_sft.json")
@@ -273,16 +284,15 @@ def band(runs: np.ndarray, **bootstrap) -> tuple[np.ndarray, np.ndarray, np.ndar
 # ---------------------------------------------------------------- the summary
 
 def summarise(results: list[dict], args) -> tuple[list[dict], list[dict], str]:
-    """(ablation.csv rows, curves.csv rows, ablation.md) from the finished cells' `results`
-    (and their metrics.jsonl); draws ablation.png."""
+    """(ablation.csv rows, curves.csv rows, ablation.md) from the finished cells' `results`;
+    draws ablation.png."""
     boot = dict(resamples=args.resamples, seed=args.bootstrap_seed)
     runs, curve_rows, curves = [], [], {}
     for r in results:
-        rows = read_metrics(args.out / cell_name(r["variant"], r["seed"]) / "metrics.jsonl")
-        c = curve(rows, args.window, r["episodes_per_step"])
+        c = curve(r["curve"], args.window, r["episodes_per_step"])
         curves[r["variant"], r["seed"]] = c
         runs.append({**r, **threshold_crossing(c, args.threshold, args.window),
-                     "test_silent": silent_share(after_rl_report(args, r))})
+                     "test_silent": silent_share(r["heldout"])})
         curve_rows += [{"variant": r["variant"], "seed": r["seed"], "step": int(c["step"][i]),
                         "policy_tokens": int(c["policy_tokens"][i]),
                         "env_steps": float(c["env_steps"][i]),
@@ -349,32 +359,27 @@ def summarise(results: list[dict], args) -> tuple[list[dict], list[dict], str]:
     return runs, curve_rows, "\n".join(lines) + "\n"
 
 
-def after_rl_report(args, run: dict) -> dict:
-    """A finished cell's evaluation after its RL phase (evals/after_rl.json)."""
-    return json.loads((args.out / cell_name(run["variant"], run["seed"]) / "evals" /
-                       "after_rl.json").read_text())
-
-
-def silent_share(report: dict) -> float:
+def silent_share(entries: list[dict]) -> float:
     """The share of the held-out tasks whose first failure is a turn that expected calls and got
     no parsed one: a policy that learned to stop calling (per-call penalties invite it) shows
     here first."""
-    entries = report["splits"][HELDOUT]["entries"]
     return sum(e["error_type"] == EMPTY_TURN for e in entries) / len(entries)
 
 
-def heldout_tasks(args, run: dict) -> dict[str, tuple[float, float]]:
+def heldout_tasks(run: dict) -> dict[str, tuple[float, float]]:
     """A finished cell's held-out tasks after its RL phase: id -> (solved, checked-turn accuracy;
     nan where the report predates that field)."""
-    return {e["id"]: (float(e["valid"]), float(e.get("checked_turn_accuracy", "nan")))
-            for e in after_rl_report(args, run)["splits"][HELDOUT]["entries"]}
+    return {e["id"]: (float(e["valid"]), float(e["checked_turn_accuracy"]
+                                               if e["checked_turn_accuracy"] is not None
+                                               else "nan"))
+            for e in run["heldout"]}
 
 
-def per_task_differences(args, runs: list[dict], variant: str) -> np.ndarray:
+def per_task_differences(runs: list[dict], variant: str) -> np.ndarray:
     """[seeds, tasks, 2]: `variant` minus the reference on each held-out task (solved,
     checked-turn accuracy), over the seeds both have and the tasks both were scored on."""
     def by_seed(v: str) -> dict[int, dict]:
-        return {r["seed"]: heldout_tasks(args, r) for r in runs if r["variant"] == v}
+        return {r["seed"]: heldout_tasks(r) for r in runs if r["variant"] == v}
 
     mine, reference = by_seed(variant), by_seed(REFERENCE)
     seeds = sorted(set(mine) & set(reference))
@@ -396,7 +401,7 @@ def task_level_table(args, runs: list[dict], variants: list[str]) -> list[str]:
     for v in variants:
         if v == REFERENCE:
             continue
-        diff = per_task_differences(args, runs, v)
+        diff = per_task_differences(runs, v)
         if not diff.size:
             continue
         points, turns = diff[..., 0] * 100, diff[..., 1]
@@ -531,7 +536,8 @@ def main(argv: list[str] | None = None) -> int:
         started = sum((args.out / cell_name(*c)).exists() for c in grid) - len(results)
         table += (f"\n{missing} of {len(grid)} cells have no result ({started} started and "
                   f"unfinished, {missing - started} not run); this covers the others.\n")
-    write_csv(runs, args.out / "ablation.csv")
+    write_csv([{k: v for k, v in r.items() if k not in DETAIL_KEYS} for r in runs],
+              args.out / "ablation.csv")
     write_csv(curve_rows, args.out / "curves.csv")
     (args.out / "ablation.md").write_text(table)
     print(table)

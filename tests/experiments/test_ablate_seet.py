@@ -5,6 +5,7 @@ interpolation, shards, the summary; and a two-worker grid end to end."""
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -153,10 +154,6 @@ def test_summary_tables_curves_and_figure(ablate, tmp_path):
         accuracies = [min(1.0, (0.2 + gain) * (i + 1)) for i in range(steps)]
         if variant == "grpo":
             accuracies = [0.1 * seed] * steps
-        workdir = tmp_path / ablate.cell_name(variant, seed)
-        (workdir / "evals").mkdir(parents=True)
-        (workdir / "metrics.jsonl").write_text(
-            "".join(json.dumps(r) + "\n" for r in _rows(accuracies)))
         # four held-out tasks: seet solves task 0 more than grpo does on every seed, and on
         # seed 1 task 3 as well; its turns are 0.25 better on every task; grpo fails task 1
         # silent (no call on a turn that expected some)
@@ -165,15 +162,13 @@ def test_summary_tables_curves_and_figure(ablate, tmp_path):
                     "error_type": (None if ok else EMPTY_TURN if (variant, i) == ("grpo", 1)
                                    else "multi_turn:execution_response_mismatch")}
                    for i, ok in enumerate(solved)]
-        (workdir / "evals" / "after_rl.json").write_text(
-            json.dumps({"splits": {"test": {"entries": entries}}}))
         results.append({"variant": variant, "seed": seed, "rl_steps": steps,
                         "policy_tokens": 10 * steps, "policy_token_budget": 40,
                         "stopped_by": "budget" if steps == 4 else "max_steps",
                         "episodes_per_step": 8, "start_train_turn_accuracy": 0.2,
                         "train_turn_accuracy": 0.3, "start_test_turn_accuracy": 0.1 * seed,
                         "test_turn_accuracy": 0.1 * seed + gain, "test_overall": gain / 2,
-                        "minutes": 1.0})
+                        "minutes": 1.0, "curve": _rows(accuracies), "heldout": entries})
     runs, curve_rows, table = ablate.summarise(results, args)
     # the default config (the testbed) has no warm-up: every run starts from the base
     assert ("Every run starts from the config's model (embedded:base, the same for every seed), "
@@ -223,6 +218,7 @@ def test_two_workers_run_the_grid_and_a_rerun_only_summarises(tmp_path, embedded
         result = json.loads((tmp_path / cell / "ablation_result.json").read_text())
         assert result["rl_steps"] == 1 and result["stopped_by"] == "budget"
         assert result["policy_tokens"] > 0 and result["policy_token_budget"] == 1
+        assert len(result["curve"]) == 1 and result["heldout"][0]["id"]
     # the seeds' warm-ups are shared: both variants of a seed start from the same model
     configs = [json.loads((tmp_path / c / "config.json").read_text())["model"]["path"]
                for c in ("grpo_s1", "seet_s1")]
@@ -230,7 +226,12 @@ def test_two_workers_run_the_grid_and_a_rerun_only_summarises(tmp_path, embedded
     again = subprocess.run(_grid_command(tmp_path, "--shard=1/2"), cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "once every shard is" in again.stdout  # cached: no training
-    # thresholds are recomputed from the runs' metrics: every run reaches 0 at its first step
+    # thresholds are recomputed from the results' curves: every run reaches 0 at its first
+    # step; the results alone are summarised (git keeps them, not the cells' other files)
+    for cell in ("grpo_s1", "seet_s1"):
+        for kept in (tmp_path / cell).iterdir():
+            if kept.name != "ablation_result.json":
+                shutil.rmtree(kept) if kept.is_dir() else kept.unlink()
     summary = subprocess.run(_grid_command(tmp_path, "--summarise_only", "--threshold=0"),
                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert summary.returncode == 0 and "| 1/1 |" in summary.stdout
