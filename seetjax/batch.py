@@ -175,6 +175,9 @@ class TrajectoryBatch:
                                states: `seetjax.envs.state_keys`; any integers), -1 elsewhere;
                                two replies always have other tokens between them. GiGPO's step
                                groups (`seetjax.losses.advantages.gigpo_advantages`)
+    turn_starts:   [B, T] f32  optional: 1.0 on the first token of every user turn after a row's
+                               first (where the environment's next request begins), 0.0
+                               elsewhere; advantages with horizon 'turn' end returns there
     versions:      [B, T] int32 optional: the policy weight version that sampled each token
                                (the learner's update count of the sampler's weights), -1 on
                                tokens not sampled (prompts, observations, padding); a row may
@@ -196,6 +199,7 @@ class TrajectoryBatch:
     reward_mask: Array | None = None
     group_ids: Array | None = None
     step_keys: Array | None = None
+    turn_starts: Array | None = None
     versions: Array | None = None
     advantages: Array | None = None
     old_values: Array | None = None

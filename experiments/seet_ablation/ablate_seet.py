@@ -88,6 +88,11 @@ VARIANTS: dict[str, dict[str, object]] = {
     "branch": {"seet.enabled": False, "learner.counterfactual_weight": 0.0, **BRANCH},
     "gigpo+branch": {"seet.enabled": False, "learner.counterfactual_weight": 0.0,
                      "learner.algorithm": "gigpo", **BRANCH},
+    # branches played to their fork turn's end only (cheaper: more forks per token budget),
+    # every return ending with its turn, so siblings are judged on the same turn
+    "gigpo+branch_turn": {"seet.enabled": False, "learner.counterfactual_weight": 0.0,
+                          "learner.algorithm": "gigpo", "learner.advantage": {"horizon": "turn"},
+                          **BRANCH, "rollout.branch.until": "turn"},
     "seet": {},
     # SEET on branching rollouts (issue 44 item 3): a failed step's record takes a verified
     # branch's on-policy reply from the same state as its target, where one exists

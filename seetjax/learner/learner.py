@@ -220,6 +220,14 @@ def validate_batch(batch: TrajectoryBatch, config: LearnerConfig, divisor: int) 
             if batch.step_keys.shape != batch.sequences.tokens.shape:
                 raise ValueError(f"TrajectoryBatch.step_keys has shape {batch.step_keys.shape}: "
                                  f"must be the tokens' {batch.sequences.tokens.shape}")
+        if getattr(config.advantage_config, "horizon", "episode") == "turn" and (
+                batch.advantages is None):
+            need(batch.turn_starts is not None, "turn_starts",
+                 f"{config.advantage}'s returns with horizon 'turn'")
+            if batch.turn_starts.shape != batch.sequences.tokens.shape:
+                raise ValueError(f"TrajectoryBatch.turn_starts has shape "
+                                 f"{batch.turn_starts.shape}: must be the tokens' "
+                                 f"{batch.sequences.tokens.shape}")
         if batch.advantages is not None and config.advantage_config.needs_values:
             raise ValueError("TrajectoryBatch.advantages must be None with a token-level "
                              f"estimator ({config.advantage}): it computes per-token advantages")

@@ -19,7 +19,7 @@ from seetjax import losses
 from seetjax.batch import TokenSequences, TrajectoryBatch, row_mask, target_mask
 from seetjax.learner.config import LearnerConfig
 from seetjax.learner.forward import Outputs, masked_sums, sequence_outputs
-from seetjax.losses.advantages import credit_to_trained, last_position, outcome_rewards
+from seetjax.losses.advantages import credit_to_trained, estimator_inputs, last_position, outcome_rewards
 from seetjax.losses.aggregation import Denominators, masked_mean
 
 Array = jax.Array
@@ -193,10 +193,9 @@ def _advantages(prepared: Prepared, cfg: LearnerConfig) -> tuple[Prepared, dict]
                 token_rewards = token_rewards - policy.kl_coef * jnp.where(
                     last > 0, jnp.sum(kl, -1)[:, None], 0.0)
                 reward_mask = jnp.maximum(reward_mask, last)
-            keys = ({"step_keys": batch.step_keys}  # GiGPO's step groups
-                    if getattr(spec.config_cls, "needs_step_keys", False) else {})
+            inputs = estimator_inputs(cfg.advantage_config, batch.step_keys, batch.turn_starts)
             advantages, weights = spec.fn(token_rewards, reward_mask, batch.group_ids, valid,
-                                          cfg.advantage_config, **keys)
+                                          cfg.advantage_config, **inputs)
     n = jnp.maximum(jnp.sum(valid), 1.0)
     if batch.rewards is not None:
         metrics["reward"] = jnp.sum(batch.rewards * valid) / n

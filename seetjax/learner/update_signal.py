@@ -20,6 +20,7 @@ import numpy as np
 from seetjax import losses
 from seetjax.batch import TrajectoryBatch, row_mask, target_mask
 from seetjax.learner.config import LearnerConfig
+from seetjax.losses.advantages import estimator_inputs
 
 
 def update_has_signal(config: LearnerConfig, batch: TrajectoryBatch) -> bool:
@@ -37,16 +38,16 @@ def update_has_signal(config: LearnerConfig, batch: TrajectoryBatch) -> bool:
         return False
     return bool(_advantages_move(config.advantage, config.advantage_config, batch.token_rewards,
                                  batch.reward_mask, batch.group_ids, batch.sequences,
-                                 batch.step_keys))
+                                 batch.step_keys, batch.turn_starts))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def _advantages_move(name: str, config, token_rewards, reward_mask, group_ids, sequences,
-                     step_keys):
+                     step_keys, turn_starts):
     """Whether estimator `name`'s advantages are non-zero on a trained token of a kept row, with
     the layout the learner gives it (`seetjax.learner.objective`)."""
-    keys = {"step_keys": step_keys} if getattr(config, "needs_step_keys", False) else {}
     advantages, weights = losses.get(name, kind="advantage").fn(
-        token_rewards, reward_mask, group_ids, row_mask(sequences), config, **keys)
+        token_rewards, reward_mask, group_ids, row_mask(sequences), config,
+        **estimator_inputs(config, step_keys, turn_starts))
     trained = (target_mask(sequences) > 0) & (weights[:, None] > 0)
     return jnp.any((advantages != 0) & trained)

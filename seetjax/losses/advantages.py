@@ -32,6 +32,7 @@ from seetjax.losses.registry import check, register
 Array = jax.Array
 
 GROUP_STDS = ("group", "batch", "none")
+HORIZONS = ("episode", "turn")  # how far a return runs: to the row's end, or to its turn's end
 
 
 def _same_group(group_ids: Array, valid: Array) -> Array:
@@ -41,10 +42,34 @@ def _same_group(group_ids: Array, valid: Array) -> Array:
         jnp.float32)
 
 
-def reward_to_go(token_rewards: Array) -> Array:
+def reward_to_go(token_rewards: Array, turn_starts: Array | None = None) -> Array:
     """G_t = sum_{t' >= t} r_t' along each row, [B, T] -> [B, T]: the (undiscounted) return from
-    token t on, REINFORCE's "reward to go" (Williams 1992; Sutton & Barto 2018, sec. 13.3)."""
-    return jnp.cumsum(token_rewards[:, ::-1], axis=1)[:, ::-1]
+    token t on, REINFORCE's "reward to go" (Williams 1992; Sutton & Barto 2018, sec. 13.3). With
+    `turn_starts` ([B, T], > 0 where a turn begins: a horizon of "turn"), the sum stops before the
+    next turn's start: the return from t to the end of its own turn."""
+    if turn_starts is None:
+        return jnp.cumsum(token_rewards[:, ::-1], axis=1)[:, ::-1]
+    return linear_returns(token_rewards, horizon_carry(jnp.ones_like(token_rewards), turn_starts))
+
+
+def horizon_carry(carry: Array, turn_starts: Array | None) -> Array:
+    """`carry` ([B, T]: the factor on G_{t+1} in G_t; the last column is 0) with 0 wherever
+    token t+1 starts a turn, so no return runs back across a turn's start (None: unchanged)."""
+    if turn_starts is None:
+        return carry
+    cut = jnp.concatenate([turn_starts[:, 1:] > 0, jnp.zeros_like(turn_starts[:, :1], bool)],
+                          axis=1)
+    return jnp.where(cut, 0.0, carry)
+
+
+def linear_returns(token_rewards: Array, carry: Array) -> Array:
+    """G_t = r_t + carry_t G_{t+1} along each row ([B, T]; carry's last column 0): a linear
+    recurrence, run as an associative scan (log T deep)."""
+    def compose(later, earlier):  # (A, B): y -> B + A y, the earlier map applied after
+        return earlier[0] * later[0], earlier[1] + earlier[0] * later[1]
+
+    return jax.lax.associative_scan(compose, (carry, token_rewards.astype(jnp.float32)),
+                                    reverse=True, axis=1)[1]
 
 
 def last_position(mask: Array) -> Array:
@@ -131,32 +156,59 @@ class GRPOAdvantageConfig:
     """std: 'group' = GRPO (Shao et al. 2024, DeepSeekMath), Bessel-corrected group std;
     'none' = Dr. GRPO (Liu et al. 2025), group-centred rewards only; 'batch' = the group-centred
     rewards divided by their std over the whole batch (REINFORCE++-baseline, Hu et al. 2025).
+    horizon: how far a token's advantage sums the normalised rewards after it, to its row's end
+    ('episode', the paper's) or to its turn's end ('turn': needs `TrajectoryBatch.turn_starts`;
+    turn-level credit, and what a branch played to its fork turn's end only can be compared by).
     `needs_values`: whether the estimator reads a critic's values (only GAE does)."""
 
     needs_values: ClassVar[bool] = False
     std: str = "group"
     eps: float = 1e-6
     filter_equal_groups: bool = False
+    horizon: str = "episode"
 
     def __post_init__(self):
         check(self.std in GROUP_STDS, self, "std", f"must be one of {GROUP_STDS}")
         check(self.eps >= 0, self, "eps", "must be >= 0")
+        check(self.horizon in HORIZONS, self, "horizon", f"must be one of {HORIZONS}")
 
 
 @register("grpo", GRPOAdvantageConfig, kind="advantage")
 def grpo_advantages(token_rewards: Array, reward_mask: Array, group_ids: Array, valid: Array,
-                    config: GRPOAdvantageConfig) -> tuple[Array, Array]:
+                    config: GRPOAdvantageConfig, turn_starts: Array | None = None
+                    ) -> tuple[Array, Array]:
     """GRPO with process supervision (Shao et al. 2024, sec. 4.1.3): the advantage of a token is
     the sum of the normalised rewards (`group_normalised_rewards`) on it and after it in its row,
-    A_t = sum_{t' >= t} r~_t'. With one reward per row at its end this is outcome supervision
-    (sec. 4.1.2), A_i = (r_i - mean_g) / (std_g + eps) on every token.
+    A_t = sum_{t' >= t} r~_t' (with horizon 'turn', t' within t's turn: `turn_starts`). With one
+    reward per row at its end this is outcome supervision (sec. 4.1.2),
+    A_i = (r_i - mean_g) / (std_g + eps) on every token.
     Returns (advantages [B, T], row weights [B])."""
     token_rewards = token_rewards.astype(jnp.float32)
     normalised = group_normalised_rewards(token_rewards, reward_mask, group_ids, valid,
                                           config.std, config.eps)
     weights = _row_weights(token_rewards, reward_mask, group_ids, valid,
                            config.filter_equal_groups)
-    return reward_to_go(normalised) * weights[:, None], weights
+    return reward_to_go(normalised, horizon_cuts(config, turn_starts)) * weights[:, None], weights
+
+
+def estimator_inputs(config, step_keys: Array | None, turn_starts: Array | None
+                     ) -> dict[str, Array | None]:
+    """The batch arrays an estimator's `config` asks for beyond the common ones, as keyword
+    arguments: GiGPO's `step_keys`, and `turn_starts` for a horizon of 'turn'."""
+    inputs = {"step_keys": step_keys} if getattr(config, "needs_step_keys", False) else {}
+    if getattr(config, "horizon", "episode") == "turn":
+        inputs["turn_starts"] = turn_starts
+    return inputs
+
+
+def horizon_cuts(config, turn_starts: Array | None) -> Array | None:
+    """`turn_starts` where `config.horizon` is 'turn' (failing if absent), else None."""
+    if config.horizon != "turn":
+        return None
+    if turn_starts is None:
+        raise ValueError(f"{type(config).__name__}.horizon='turn' needs "
+                         "TrajectoryBatch.turn_starts")
+    return turn_starts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,7 +331,9 @@ class GiGPOAdvantageConfig:
     """GiGPO (Feng et al. 2025): omega, the step advantage's weight (0: this GRPO exactly);
     gamma, the discount of step returns, per reply (the paper's 0.95); std: 'group' divides both
     levels by their group's Bessel-corrected std (the paper's F_norm = std), 'none' only centres
-    them (F_norm = 1). Needs `TrajectoryBatch.step_keys`."""
+    them (F_norm = 1); horizon: both levels' returns run to the row's end ('episode', the
+    paper's) or to the end of the turn ('turn', as `GRPOAdvantageConfig`'s). Needs
+    `TrajectoryBatch.step_keys`."""
 
     needs_values: ClassVar[bool] = False
     needs_step_keys: ClassVar[bool] = True
@@ -287,6 +341,7 @@ class GiGPOAdvantageConfig:
     gamma: float = 0.95
     std: str = "group"
     eps: float = 1e-6
+    horizon: str = "episode"
 
     def __post_init__(self):
         check(self.omega >= 0 and self.omega != float("inf"), self, "omega",
@@ -294,6 +349,7 @@ class GiGPOAdvantageConfig:
         check(0.0 <= self.gamma <= 1.0, self, "gamma", "must be in [0, 1]")
         check(self.std in ("group", "none"), self, "std", "must be 'group' or 'none'")
         check(self.eps >= 0, self, "eps", "must be >= 0")
+        check(self.horizon in HORIZONS, self, "horizon", f"must be one of {HORIZONS}")
 
 
 def step_starts(step_keys: Array) -> Array:
@@ -304,18 +360,15 @@ def step_starts(step_keys: Array) -> Array:
     return keyed & (step_keys != earlier)
 
 
-def discounted_step_returns(token_rewards: Array, starts: Array, gamma: float) -> Array:
+def discounted_step_returns(token_rewards: Array, starts: Array, gamma: float,
+                            turn_starts: Array | None = None) -> Array:
     """[B, T]: at each step's first token, R_n = sum_{k >= n} gamma^(k - n) r_k, with r_k the
     rewards of step k (a reward belongs to the latest step started at or before its token);
-    G_t = r_t + c G_{t+1} elsewhere, c = gamma where token t+1 starts a step, else 1. A linear
-    recurrence, run as an associative scan (log T deep)."""
+    G_t = r_t + c G_{t+1} elsewhere, c = gamma where token t+1 starts a step, else 1
+    (`linear_returns`). With `turn_starts`, k runs to the end of step n's turn only."""
     carry = jnp.concatenate([jnp.where(starts[:, 1:], gamma, 1.0),
                              jnp.zeros_like(token_rewards[:, :1])], axis=1)
-
-    def compose(later, earlier):  # (A, B): y -> B + A y, the earlier map applied after
-        return earlier[0] * later[0], earlier[1] + earlier[0] * later[1]
-
-    return jax.lax.associative_scan(compose, (carry, token_rewards), reverse=True, axis=1)[1]
+    return linear_returns(token_rewards, horizon_carry(carry, turn_starts))
 
 
 def step_group_normalised(values: Array, starts: Array, step_keys: Array, group_ids: Array,
@@ -352,20 +405,24 @@ def step_group_normalised(values: Array, starts: Array, step_keys: Array, group_
 
 @register("gigpo", GiGPOAdvantageConfig, kind="advantage")
 def gigpo_advantages(token_rewards: Array, reward_mask: Array, group_ids: Array, valid: Array,
-                     config: GiGPOAdvantageConfig, step_keys: Array) -> tuple[Array, Array]:
+                     config: GiGPOAdvantageConfig, step_keys: Array,
+                     turn_starts: Array | None = None) -> tuple[Array, Array]:
     """GiGPO (Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent Training",
     eq. 8): A = A^E + omega A^S. A^E is the episode-level advantage, this module's `grpo` with
     the same std and eps (with one reward per row: (R_i - mean_g) / F_norm); A^S is the
     step-level one: a step's discounted return (`discounted_step_returns`) normalised within its
     step group, the steps of the group's rows taken from the same environment state
     (`step_keys`: [B, T] int32, the state's key on every token of a step, < 0 off the steps;
-    `step_group_normalised`), on every token of the step. Returns (advantages [B, T], row
-    weights [B])."""
+    `step_group_normalised`), on every token of the step; with horizon 'turn' both returns end
+    with the turn. Returns (advantages [B, T], row weights [B])."""
     token_rewards = jnp.where(reward_mask > 0, token_rewards.astype(jnp.float32), 0.0)
-    episode, weights = grpo_advantages(token_rewards, reward_mask, group_ids, valid,
-                                       GRPOAdvantageConfig(std=config.std, eps=config.eps))
+    cuts = horizon_cuts(config, turn_starts)
+    episode, weights = grpo_advantages(
+        token_rewards, reward_mask, group_ids, valid,
+        GRPOAdvantageConfig(std=config.std, eps=config.eps, horizon=config.horizon), cuts)
     starts = step_starts(step_keys)
-    first = step_group_normalised(discounted_step_returns(token_rewards, starts, config.gamma),
+    first = step_group_normalised(discounted_step_returns(token_rewards, starts, config.gamma,
+                                                          cuts),
                                   starts, step_keys, group_ids, valid, config.std, config.eps)
     t = step_keys.shape[1]
     owner = jax.lax.cummax(jnp.where(starts, jnp.arange(t), 0), axis=1)

@@ -297,9 +297,16 @@ def _rollout(config: ml_collections.ConfigDict, env: Any, limits: EpisodeLimits,
     branch = as_dataclass(BranchConfig, values.pop("branch", {}), "rollout.branch")
     rollout = as_dataclass(RolloutConfig, values, "rollout", env=env, limits=limits,
                            reward=reward_of(config), branch=branch)
-    if branch.until == "turn" and rollout.reward.kind == "env":
-        raise invalid("config.rollout.branch", "until", "turn", "scores a branch on its fork "
-                      "turn, and config.reward.kind='env' scores whole episodes only")
+    horizon = getattr(learner.advantage_config, "horizon", None)
+    if branch.until == "turn" and horizon != "turn":
+        raise invalid("config.rollout.branch", "until", "turn", "ends a branch's return with its "
+                      "fork turn, so its siblings' returns must end there too: needs "
+                      "learner.algorithm 'grpo' or 'gigpo' with config.learner.advantage.horizon="
+                      f"'turn' (here {learner.advantage!r}, horizon {horizon!r})")
+    if horizon == "turn" and not rollout.reward.stepwise:
+        raise invalid("config.reward", "kind", rollout.reward.kind, "learner.advantage.horizon="
+                      "'turn' ends returns with their turn and needs a reward per turn "
+                      "('shaped'); this kind scores whole episodes")
     made = registry.spec_of(env).make
     made = made if isinstance(made, type) else get_type_hints(made).get("return")
     if learner.advantage == "gigpo" and not (isinstance(made, type)

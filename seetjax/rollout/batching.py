@@ -32,7 +32,8 @@ def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 
                      rows_per_episode: int | None = None) -> TrajectoryBatch:
     """Episodes as rows (tokens, loss mask, sampler logprobs, return, token rewards and their
     mask under the rollout's reward kind, group id, each reply's state key as a small integer,
-    `Episode.step_keys`, the policy version of each sampled token) and, when
+    `Episode.step_keys`, where each user turn after the first begins, `Episode.turn_starts`, the
+    policy version of each sampled token) and, when
     `max_pairs` is set, up to that many counterfactual records as preference pairs (anchor step
     chosen, failed step rejected), drawn uniformly from all the records with `pair_seed` (see
     `sample_records`). Rows: one per episode, or with `rows_per_episode`, that many per original
@@ -62,6 +63,10 @@ def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 
     for i, episode in enumerate(result.episodes):
         for start, end, key in episode.step_keys():
             step_keys[i, start:end] = ids.setdefault(key, len(ids))
+    turn_starts = np.zeros((rows, length), np.float32)
+    for i, episode in enumerate(result.episodes):
+        starts = [p for p in episode.turn_starts() if p < len(arrays[i][0])]
+        turn_starts[i, starts] = 1.0
     versions = np.full((rows, length), -1, np.int32)
     for i, episode in enumerate(result.episodes):
         row = episode.conversation.training_versions()
@@ -73,7 +78,8 @@ def trajectory_batch(result: RolloutResult, *, pad_id: int, row_multiple: int = 
                                  round_up(max_pairs, row_multiple), pad_id, length)
     return TrajectoryBatch(sequences=sequences, old_logprobs=logprobs, rewards=rewards,
                            token_rewards=token_rewards, reward_mask=reward_mask, group_ids=groups,
-                           step_keys=step_keys, versions=versions, pairs=pairs)
+                           step_keys=step_keys, turn_starts=turn_starts, versions=versions,
+                           pairs=pairs)
 
 
 def batch_rows(result: RolloutResult, rows_per_episode: int | None) -> int:

@@ -350,6 +350,14 @@ class Episode:
         return [(ends[-1 if step is None else self.step_replies[step]], reward)
                 for step, reward in scored]
 
+    def turn_starts(self) -> list[int]:
+        """The positions in the training sequence where the environment's next user turn
+        begins: the token after the reply that ended each turn (horizon 'turn' returns end
+        there; see `TrajectoryBatch.turn_starts`). The last turn's may be the sequence's end."""
+        ends = self.conversation.reply_ends()
+        return sorted({ends[self.step_replies[i]] + 1
+                       for i, step in enumerate(self.trace().steps) if step.turn_ended})
+
     def step_keys(self) -> list[tuple[int, int, str]]:
         """(start, end, state key) of each reply in the training sequence with a key: its
         positions [start, end) and the key of the state it was sampled from."""

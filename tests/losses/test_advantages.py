@@ -62,12 +62,24 @@ def _members(groups, valid, i):
     return [j for j in range(len(groups)) if groups[j] == groups[i] and valid[j]]
 
 
-def np_reward_to_go(r):
+def np_reward_to_go(r, turn_starts=None):
+    """sum_{t' >= t} r_t', or with `turn_starts` only up to the next turn's start."""
     out = np.zeros_like(r, np.float64)
     for b in range(r.shape[0]):
         for t in range(r.shape[1]):
-            out[b, t] = sum(r[b, t:])
+            end = r.shape[1] if turn_starts is None else next(
+                (u for u in range(t + 1, r.shape[1]) if turn_starts[b, u]), r.shape[1])
+            out[b, t] = sum(r[b, t:end])
     return out
+
+
+def turn_layout(rows: int, seed: int, length: int = T) -> np.ndarray:
+    """[rows, length] f32 turn starts: a few per row, never at 0, the last row without any."""
+    rng = np.random.RandomState(seed)
+    starts = (rng.rand(rows, length) < 0.25).astype(np.float32)
+    starts[:, 0] = 0
+    starts[-1] = 0
+    return starts
 
 
 def np_normalised(r, mask, groups, valid, std, eps):
@@ -95,6 +107,14 @@ def np_normalised(r, mask, groups, valid, std, eps):
 def test_reward_to_go():
     r = np.random.RandomState(4).randn(3, T).astype(np.float32)
     np.testing.assert_allclose(adv.reward_to_go(jnp.asarray(r)), np_reward_to_go(r), atol=1e-5)
+    turns = turn_layout(3, 4)
+    np.testing.assert_allclose(adv.reward_to_go(jnp.asarray(r), jnp.asarray(turns)),
+                               np_reward_to_go(r, turns), atol=1e-5)
+    # by hand: turns start at 2 and 4; each token sees its own turn's rewards only
+    r = np.array([[1.0, 2.0, 4.0, 8.0, 16.0, 32.0]], np.float32)
+    cut = np.array([[0, 0, 1, 0, 1, 0]], np.float32)
+    np.testing.assert_array_equal(adv.reward_to_go(jnp.asarray(r), jnp.asarray(cut)),
+                                  [[3.0, 2.0, 12.0, 8.0, 48.0, 32.0]])
 
 
 def test_last_position_and_outcome_rewards():
@@ -125,6 +145,18 @@ def test_grpo_process_supervision(std):
     expected = np_reward_to_go(np_normalised(r, mask, g, v, std, cfg.eps)) * v[:, None]
     np.testing.assert_allclose(got, expected, atol=1e-5)
     np.testing.assert_array_equal(w, v)
+    # horizon 'turn': the same normalised rewards, each summed within its turn
+    turns = turn_layout(len(r), 6)
+    cfg = adv.GRPOAdvantageConfig(std=std, horizon="turn")
+    got, w = adv.grpo_advantages(jnp.asarray(r), jnp.asarray(mask), jnp.asarray(g),
+                                 jnp.asarray(v), cfg, jnp.asarray(turns))
+    expected = np_reward_to_go(np_normalised(r, mask, g, v, std, cfg.eps), turns) * v[:, None]
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    with pytest.raises(ValueError, match=r"GRPOAdvantageConfig.horizon='turn' needs "
+                                         "TrajectoryBatch.turn_starts"):
+        adv.grpo_advantages(jnp.asarray(r), jnp.asarray(mask), jnp.asarray(g), jnp.asarray(v), cfg)
+    with pytest.raises(ValueError, match=r"GRPOAdvantageConfig.horizon='step': must be one of"):
+        adv.GRPOAdvantageConfig(horizon="step")
 
 
 def test_rloo_reward_to_go_minus_the_others_returns():

@@ -9,7 +9,7 @@ import pytest
 
 from seetjax.losses import advantages as adv
 from seetjax.losses.registry import make_config
-from tests.losses.test_advantages import _process_layout, np_normalised, np_reward_to_go
+from tests.losses.test_advantages import _process_layout, np_normalised, np_reward_to_go, turn_layout
 
 T = 12
 # per row: its replies as (start, end, state key); rewards go on each reply's last token
@@ -38,22 +38,28 @@ def _layout(outcome: bool):
     return rewards, mask, keys
 
 
-def np_gigpo(rewards, mask, groups, valid, keys, omega, gamma, std, eps):
+def np_gigpo(rewards, mask, groups, valid, keys, omega, gamma, std, eps, turn_starts=None):
     """The formula, step by step: steps are runs of one key >= 0; a reward belongs to the
     latest step started at or before it; R_n = sum_k gamma^(k-n) r_k; step groups are the
-    steps of real rows with equal group and key."""
-    episode = np_reward_to_go(np_normalised(rewards, mask, groups, valid, std, eps))
+    steps of real rows with equal group and key. With `turn_starts` (horizon 'turn') every
+    return stops at the next turn's start: a step's owns no reward after it, and k runs over
+    the steps of n's turn only."""
+    episode = np_reward_to_go(np_normalised(rewards, mask, groups, valid, std, eps), turn_starts)
+    cuts = np.zeros(keys.shape) if turn_starts is None else turn_starts
+    turn = np.cumsum(cuts, axis=1)
     steps, returns = [], {}
     for row in range(len(keys)):
         starts = [t for t in range(T) if keys[row, t] >= 0
                   and (t == 0 or keys[row, t - 1] != keys[row, t])]
         ends = [next((u for u in range(s, T) if keys[row, u] != keys[row, s]), T) for s in starts]
-        owned = [sum(rewards[row, t] for t in range(s, n) if mask[row, t])
+        owned = [sum(rewards[row, t] for t in range(s, n) if mask[row, t]
+                     and turn[row, t] == turn[row, s])
                  for s, n in zip(starts, starts[1:] + [T])]
         for n, (s, e) in enumerate(zip(starts, ends)):
             step = (row, s, e, keys[row, s])
             steps.append(step)
-            returns[step] = sum(gamma ** (k - n) * owned[k] for k in range(n, len(owned)))
+            returns[step] = sum(gamma ** (k - n) * owned[k] for k in range(n, len(owned))
+                                if turn[row, starts[k]] == turn[row, s])
     step_adv = np.zeros(keys.shape)
     for step in steps:
         row, s, e, key = step
@@ -69,10 +75,11 @@ def np_gigpo(rewards, mask, groups, valid, keys, omega, gamma, std, eps):
 _GIGPO = jax.jit(adv.gigpo_advantages, static_argnames="config")  # as the learner runs it
 
 
-def run(rewards, mask, groups, valid, keys, **fields):
+def run(rewards, mask, groups, valid, keys, turn_starts=None, **fields):
     cfg = make_config("gigpo", fields, kind="advantage")
     return _GIGPO(*(jnp.asarray(x) for x in (rewards, mask, groups, valid)), config=cfg,
-                  step_keys=jnp.asarray(keys))
+                  step_keys=jnp.asarray(keys),
+                  turn_starts=None if turn_starts is None else jnp.asarray(turn_starts))
 
 
 def test_hand_computed_two_episodes_one_shared_state():
@@ -98,13 +105,54 @@ def test_hand_computed_two_episodes_one_shared_state():
 
 @pytest.mark.parametrize("outcome,std,gamma", [(False, "group", 0.9), (True, "none", 0.9),
                                                (False, "none", 1.0), (True, "group", 1.0)])
-def test_matches_the_formula(outcome, std, gamma):
-    """Rewards per reply (shaped) or one per episode, on the last reply."""
+@pytest.mark.parametrize("horizon", ["episode", "turn"])
+def test_matches_the_formula(outcome, std, gamma, horizon):
+    """Rewards per reply (shaped) or one per episode, on the last reply; returns to the row's
+    end or to the turn's."""
     rewards, mask, keys = _layout(outcome)
-    got, w = run(rewards, mask, GROUPS, VALID, keys, omega=0.7, gamma=gamma, std=std)
-    expected = np_gigpo(rewards, mask, GROUPS, VALID, keys, 0.7, gamma, std, 1e-6)
+    turns = turn_layout(len(keys), 7, T) if horizon == "turn" else None
+    got, w = run(rewards, mask, GROUPS, VALID, keys, turns, omega=0.7, gamma=gamma, std=std,
+                 horizon=horizon)
+    expected = np_gigpo(rewards, mask, GROUPS, VALID, keys, 0.7, gamma, std, 1e-6, turns)
     np.testing.assert_allclose(got, expected, atol=1e-5)
     np.testing.assert_array_equal(w, VALID)
+
+
+def test_a_turn_horizon_compares_a_branch_cut_at_its_turn_with_its_siblings_turn():
+    """Row 0 plays turn 0 (replies from states 0 and 1) and turn 1 (state 2): rewards 0.0 on
+    turn 0's end, 1.0 on turn 1's. Row 1 is a branch from state 1 that stops at turn 0's end,
+    reward 1.0 there; its first reply, row 0's context, is masked (key -1). Gamma 1, no std.
+    To the episode's end, state 1's step group compares 1.0 (row 0: turn 1's reward) with 1.0:
+    no step signal, though the branch did better on the turn; to the turn's end, 0.0 with 1.0:
+    A^S = -0.5 and +0.5."""
+    keys = np.array([[-1, 0, 0, -1, 1, 1, -1, 2, 2, -1],
+                     [-1, -1, -1, -1, 1, 1, -1, -1, -1, -1]], np.int32)
+    mask = np.zeros((2, 10), np.float32)
+    mask[0, [5, 8]] = mask[1, 5] = 1
+    rewards = mask * np.array([[0, 0, 0, 0, 0, 0, 0, 0, 1, 0], [0, 0, 0, 0, 0, 1, 0, 0, 0, 0]],
+                              np.float32)
+    cuts = np.zeros((2, 10), np.float32)
+    cuts[0, 6] = 1  # turn 1's request begins after turn 0's last reply
+    groups, valid = np.zeros(2, np.int32), np.ones(2, np.float32)
+
+    def step_level(horizon, turns):
+        full, _ = run(rewards, mask, groups, valid, keys, turns, omega=1.0, gamma=1.0,
+                      std="none", horizon=horizon)
+        alone, _ = run(rewards, mask, groups, valid, keys, turns, omega=0.0, gamma=1.0,
+                       std="none", horizon=horizon)
+        return np.asarray(full) - np.asarray(alone)
+
+    assert np.all(step_level("episode", None) == 0)
+    step = step_level("turn", cuts)
+    np.testing.assert_allclose(step[:, 4:6], [[-0.5, -0.5], [0.5, 0.5]], atol=1e-7)
+    assert np.all(step[:, :4] == 0) and np.all(step[:, 6:] == 0)  # groups of one elsewhere
+    # the episode level with the turn's horizon: rewards 0, 1 and 1 centred on 2/3 pooled,
+    # each summed within its turn
+    alone = np.asarray(run(rewards, mask, groups, valid, keys, cuts, omega=0.0, gamma=1.0,
+                           std="none", horizon="turn")[0])
+    np.testing.assert_allclose(alone[0, :6], -2 / 3, atol=1e-6)
+    np.testing.assert_allclose(alone[0, 6:9], 1 / 3, atol=1e-6)
+    np.testing.assert_allclose(alone[1, :6], 1 / 3, atol=1e-6)
 
 
 def test_step_groups_are_within_a_group_and_count_real_rows_only():
@@ -154,9 +202,10 @@ def test_equal_returns_give_exactly_zero_step_advantages():
 
 
 def test_config_validates_and_names_the_field():
-    for field, value in (("omega", -1.0), ("gamma", 1.5), ("std", "batch"), ("eps", -1.0)):
+    for field, value in (("omega", -1.0), ("gamma", 1.5), ("std", "batch"), ("eps", -1.0),
+                         ("horizon", "step")):
         with pytest.raises(ValueError, match=rf"GiGPOAdvantageConfig\.{field}="):
             make_config("gigpo", {field: value}, kind="advantage")
     cfg = make_config("gigpo", kind="advantage")
-    assert (cfg.omega, cfg.gamma, cfg.std) == (1.0, 0.95, "group")  # the paper's
+    assert (cfg.omega, cfg.gamma, cfg.std, cfg.horizon) == (1.0, 0.95, "group", "episode")
     assert cfg.needs_step_keys and not cfg.needs_values

@@ -45,11 +45,27 @@ def test_bad_branch_fields_fail_named(field, value, message):
         build_plan(tiny(**{"points": "every_call", field: value}))
 
 
-def test_a_turn_horizon_needs_a_reward_of_turns():
+@pytest.mark.parametrize("algorithm", ["grpo", "gigpo"])
+def test_a_turn_horizon_needs_turn_returns_and_a_reward_of_turns(algorithm):
     config = tiny(points="every_call", until="turn")
-    assert build_plan(config).rollout.branch.until == "turn"
-    config.reward.kind = "env"
-    with pytest.raises(ValueError, match=r"config.rollout.branch.until='turn': scores a branch"):
+    config.learner.algorithm = algorithm
+    config.reward.kind = "shaped"
+    # a branch's return ends with its fork turn: its siblings' must too
+    with pytest.raises(ValueError, match=r"config.rollout.branch.until='turn': ends a branch's "
+                                         rf"return .* \(here '{algorithm}', horizon 'episode'\)"):
+        build_plan(config)
+    config.learner.advantage = {"horizon": "turn"}
+    plan = build_plan(config)
+    assert plan.rollout.branch.until == "turn" and plan.learner.advantage_config.horizon == "turn"
+    for kind in ("env", "progress"):  # one reward per episode: no turn's return to end
+        config.reward.kind = kind
+        with pytest.raises(ValueError, match=rf"config.reward.kind='{kind}': learner.advantage."
+                                             "horizon='turn' ends returns"):
+            build_plan(config)
+    config.reward.kind = "shaped"
+    config.learner.algorithm = "rloo"  # no horizon: its baselines are whole returns
+    del config.learner.advantage
+    with pytest.raises(ValueError, match=r"\(here 'rloo', horizon None\)"):
         build_plan(config)
 
 

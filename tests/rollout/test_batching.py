@@ -132,6 +132,14 @@ def test_a_gigpo_step_on_rollout_batches(play, task, tokenizer, embedded_dir):
         learner.update(state, batch.replace(step_keys=None))
     with pytest.raises(ValueError, match=r"TrajectoryBatch.step_keys has shape \(2, 5\)"):
         learner.update(state, batch.replace(step_keys=batch.step_keys[:, :5]))
+    turns, _ = create_learner(model, learner_config({  # refused before compiling
+        "algorithm": "gigpo", "advantage": {"horizon": "turn"}}),
+        mesh=make_mesh(1, 1, 1, jax.devices()[:1]))
+    with pytest.raises(ValueError, match="TrajectoryBatch.turn_starts is needed: gigpo's "
+                                         "returns with horizon 'turn'"):
+        turns.update(state, batch.replace(turn_starts=None))
+    with pytest.raises(ValueError, match=r"TrajectoryBatch.turn_starts has shape \(2, 5\)"):
+        turns.update(state, batch.replace(turn_starts=batch.turn_starts[:, :5]))
 
 
 def test_dpo_pairs_from_rollouts_train(play, task, tokenizer, embedded_dir):

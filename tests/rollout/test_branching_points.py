@@ -4,9 +4,13 @@ multi_turn_base_0's turn 0 expects cd(document), mkdir(temp), mv(final_report.pd
 
 import dataclasses
 
+import numpy as np
 import pytest
 
+from seetjax.batch import row_mask
+from seetjax.losses.advantages import GiGPOAdvantageConfig, gigpo_advantages
 from seetjax.rewards import RewardConfig
+from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.branching import BranchConfig, TurnBranch, fork_segment
 from seetjax.rollout.loop import Rollout, RolloutConfig
 from seetjax.sampling import Completion
@@ -132,6 +136,48 @@ def test_a_turn_horizon_branch_stops_at_its_turn_and_is_scored_on_it(play, task,
         branch.rewards(RewardConfig(kind="env"))
     with pytest.raises(ValueError, match=r"BranchConfig.until='step': must be one of"):
         BranchConfig(until="step")
+
+
+def test_turn_returns_compare_a_turn_branch_with_its_parents_fork_turn(task, tokenizer):
+    """The same episodes on the shaped reward (a reward per turn), through the batch: row 0's
+    turns 1-3 begin where `turn_starts` marks them, and with horizon 'turn' the step group at the
+    fork state (row 0's "Done." after cd, the branch's mkdir) compares turn 0's rewards, r0 and
+    the branch's r_b: A^S = -+(r_b - r0) / 2 (gamma 1, no std). To the episode's end, row 0's
+    value there would also hold turns 1-3's rewards, which the branch never played."""
+    rollout = Rollout(tokenizer, RolloutConfig(
+        group_size=1, env=COMPACT, reward=RewardConfig(kind="shaped"),
+        branch=BranchConfig(points="every_call", k=1, until="turn")))
+    queues = [[CD], [MKDIR, MV]]
+    episodes = rollout.episodes([task], STAGE3, progress=0.0, seed=0)
+    rollout.play(episodes, ScriptedPolicy(tokenizer, lambda row: queues[row].pop(0)
+                                          if queues[row] else "Done."))
+    result = rollout.slow_loop(episodes, STAGE3, step=0)
+    batch = trajectory_batch(result, pad_id=tokenizer.pad_id)
+    turns = np.asarray(batch.turn_starts)
+    # each later turn begins right after the reply that ended the turn before (the branch's
+    # row holds the next request it was shown, never answered)
+    ends = [p for p, _ in result.scored[0]]
+    assert np.flatnonzero(turns[0]).tolist() == [p + 1 for p in ends[:3]]
+    assert np.flatnonzero(turns[1]).tolist() == [result.scored[1][-1][0] + 1]
+    r0, rest = result.scored[0][0][1], sum(r for _, r in result.scored[0][1:])
+    r_b = sum(r for _, r in result.scored[1])
+    assert r_b > r0 and rest != 0  # the branch passed turn 0; the parent's later turns count
+
+    def step_level(horizon):
+        def advantages(omega):
+            return np.asarray(gigpo_advantages(
+                batch.token_rewards, batch.reward_mask, batch.group_ids,
+                row_mask(batch.sequences), GiGPOAdvantageConfig(
+                    omega=omega, gamma=1.0, std="none", horizon=horizon),
+                batch.step_keys, batch.turn_starts)[0])
+        return advantages(1.0) - advantages(0.0)
+
+    mask = np.asarray(batch.sequences.loss_mask)
+    fork = [np.flatnonzero(np.diff(mask[row], prepend=0) > 0)[1 - row] for row in (0, 1)]
+    turn, episode = step_level("turn"), step_level("episode")
+    np.testing.assert_allclose([turn[0, fork[0]], turn[1, fork[1]]],
+                               [-(r_b - r0) / 2, (r_b - r0) / 2], atol=1e-6)
+    np.testing.assert_allclose(episode[0, fork[0]], (r0 + rest - r_b) / 2, atol=1e-6)
 
 
 @pytest.fixture
