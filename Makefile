@@ -49,7 +49,7 @@ smoke: install
 # that finishes early takes the next test instead of waiting on a long run queued behind it.
 test: install-test
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -n auto --maxschedchunk=2 tests
+	$(BIN)/python -m pytest -n auto --maxschedchunk=2 --durations=30 tests
 
 # The peer benchmarks, side by side with PyTorch on the same pinned CPUs (THREADS=0: all), then one
 # table of this invocation's figures (medians, spreads, ratios, load); rows also go to BENCHMARKS.md.

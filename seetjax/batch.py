@@ -175,8 +175,9 @@ class TrajectoryBatch:
                                states: `seetjax.envs.state_keys`; any integers), -1 elsewhere;
                                two replies always have other tokens between them. GiGPO's step
                                groups (`seetjax.losses.advantages.gigpo_advantages`)
-    turn_starts:   [B, T] f32  optional: 1.0 on the first token of every user turn after a row's
-                               first (where the environment's next request begins), 0.0
+    turn_starts:   [B, T] f32  optional: 1.0 on the token after each reply that ended a turn
+                               (what follows belongs to the next turn: a cut-off reply's
+                               closing token, the tool outputs and the next request), 0.0
                                elsewhere; advantages with horizon 'turn' end returns there
     versions:      [B, T] int32 optional: the policy weight version that sampled each token
                                (the learner's update count of the sampler's weights), -1 on

@@ -294,6 +294,10 @@ def summarise(results: list[dict], args) -> tuple[list[dict], list[dict], str]:
     boot = dict(resamples=args.resamples, seed=args.bootstrap_seed)
     runs, curve_rows, curves = [], [], {}
     for r in results:
+        if not set(DETAIL_KEYS) <= set(r):
+            raise ValueError(f"cell {cell_name(r['variant'], r['seed'])}: its result predates "
+                             f"{DETAIL_KEYS} (2026-11-28); delete its ablation_result.json to "
+                             "finish it again from its checkpoint")
         c = curve(r["curve"], args.window, r["episodes_per_step"])
         curves[r["variant"], r["seed"]] = c
         runs.append({**r, **threshold_crossing(c, args.threshold, args.window),

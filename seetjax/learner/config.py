@@ -160,6 +160,12 @@ class LearnerConfig:
                 "expected gradient, so the KL penalty would do nothing; use 'k2' (gradient of "
                 "KL(pi || ref)) or 'k3' (gradient of KL(ref || pi)) in the loss, or set kl_in_reward=True "
                 "(see seetjax/losses/kl.py)")
+        if (policy is not None and policy.config.kl_in_reward and policy.config.kl_coef > 0
+                and getattr(self.advantage_config, "horizon", "episode") == "turn"):
+            raise invalid(self, "advantage_config.horizon", "turn",
+                          "(learner.advantage.horizon) with kl_in_reward: the row's summed KL is "
+                          "charged on its last reward, which only the last turn's returns would "
+                          "see; put the KL in the loss (kl_in_reward=False)")
         if policy is None and self.advantage is not None:
             raise invalid(self, "advantage", self.advantage,
                           "only the policy_gradient loss uses advantages")

@@ -298,7 +298,7 @@ def _rollout(config: ml_collections.ConfigDict, env: Any, limits: EpisodeLimits,
     rollout = as_dataclass(RolloutConfig, values, "rollout", env=env, limits=limits,
                            reward=reward_of(config), branch=branch)
     horizon = getattr(learner.advantage_config, "horizon", None)
-    if branch.until == "turn" and horizon != "turn":
+    if branch.points != "none" and branch.until == "turn" and horizon != "turn":
         raise invalid("config.rollout.branch", "until", "turn", "ends a branch's return with its "
                       "fork turn, so its siblings' returns must end there too: needs "
                       "learner.algorithm 'grpo' or 'gigpo' with config.learner.advantage.horizon="

@@ -237,13 +237,20 @@ class Rollout:
         if self.config.branch.points != "none":
             used["branch"] = 0
         corrections = verified_replies(episodes)
+        # A turn that one of an episode's own branches passed from the same state, in any stage:
+        # the anchor of last resort (peer anchors, other episodes', are off in stages 1-2)
+        own: dict[tuple, Anchor] = {}
+        for e, found in zip(episodes, anchors):
+            for a in found if e.branch else ():
+                own.setdefault((e.sample, *a.key), dataclasses.replace(a, source="branch"))
         if stage.counterfactual:
             for e in episodes:
                 for log in e.turns[e.inherited_turns:]:  # a branch's own turns
                     if not log.failed or not log.replies:
                         continue
-                    anchor = choose_anchor((e.task_id, log.turn, log.state_key), peers,
-                                           self.pool, step, sources)
+                    key = (e.task_id, log.turn, log.state_key)
+                    anchor = (choose_anchor(key, peers, self.pool, step, sources)
+                              or own.get((e.sample, *key)))
                     if anchor is None:
                         continue
                     found = records_for_turn(

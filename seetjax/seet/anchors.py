@@ -24,7 +24,8 @@ from seetjax.errors import invalid
 from seetjax.seet.fpld import as_call
 from seetjax.tools.calls import ToolCall
 
-AnchorSource = Literal["peer", "historical", "induced"]
+# "branch": a turn an episode's own branch passed from the same state (rollout.branch)
+AnchorSource = Literal["peer", "historical", "induced", "branch"]
 SOURCES: tuple[AnchorSource, ...] = ("peer", "historical", "induced")  # priority order
 
 

@@ -1,7 +1,8 @@
 """A training run with branching rollouts and GiGPO (issue 44): one RL step end to end, its
 branch rows counted in the rollout metrics and in the compute-matched policy tokens. The
-branches stop at their fork turn's end, so the returns end with their turns (horizon 'turn'):
-the plan, the rows, their turn starts and the learner's GiGPO on them, end to end."""
+branches stop at their fork turn's end, so the returns end with their turns (horizon 'turn',
+which the plan requires with them): turn branch rows through the learner's GiGPO, end to end
+(tests/rollout/test_branching_points.py checks their turn starts and advantages by hand)."""
 
 import json
 

@@ -69,6 +69,19 @@ def test_k1_kl_in_the_loss_is_rejected():
         learner_config({"algorithm": "grpo", "loss": {"kl_estimator": estimator}})
 
 
+def test_a_turn_horizon_refuses_the_kl_in_the_reward():
+    """The row's summed KL goes on its last reward: with returns that end with their turn, only
+    the last turn would pay for every turn's KL."""
+    turn = {"advantage": {"horizon": "turn"}}
+    with pytest.raises(ValueError, match=r"advantage_config.horizon='turn': \(learner.advantage"
+                                         r".horizon\) with kl_in_reward"):
+        learner_config({"algorithm": "gigpo", "loss": {"kl_in_reward": True,
+                                                       "kl_estimator": "k1"}, **turn})
+    for spec in ({"algorithm": "gigpo", **turn}, {"algorithm": "grpo", **turn},
+                 {"algorithm": "grpo", "loss": {"kl_in_reward": True, "kl_coef": 0.0}, **turn}):
+        assert learner_config(spec).advantage_config.horizon == "turn"  # KL in the loss, or none
+
+
 def test_schedule_warmup_then_cosine():
     schedule = learning_rate_schedule(OptimizerConfig(learning_rate=1.0, warmup_steps=4,
                                                       decay_steps=10, final_lr_fraction=0.1))

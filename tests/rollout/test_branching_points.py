@@ -217,3 +217,25 @@ def test_a_verified_branch_is_the_record_target(task, tokenizer, anchored, branc
         text = tokenizer.decode(list(record.anchor_ids))
         assert "mkdir(dir_name='temp')" in text and "mv(" in text and "cd(" not in text
         assert result.anchors_used["branch"] == 0
+
+
+@pytest.mark.parametrize("branch_script, records", [([MKDIR, MV], 1), ([WRONG_MKDIR], 0)])
+def test_a_verified_branch_is_the_anchor_where_there_is_none(task, tokenizer, branch_script,
+                                                             records):
+    """No anchor anywhere (an empty pool, peer anchors off as in SEET's stages 1-2): a branch of
+    the episode that passed the failed turn from its divergent state is the anchor of last
+    resort, and its reply there the record's target (source "branch"); a branch that failed
+    too makes no record."""
+    stage = dataclasses.replace(STAGE3, peer_anchors=False)
+    rollout = rollout_with(tokenizer, points="divergence", k=1)
+    policy = Passes(tokenizer, [[[CD, WRONG_MKDIR]], [branch_script]])
+    result = rollout([task], policy, stage, 0.0, step=1, seed=0)
+    original, branch = result.episodes
+    assert len(result.records) == records and result.anchors_used["branch"] == records
+    if records:
+        (record,) = result.records
+        divergent = fork_segment(branch)
+        assert record.anchor_source == "branch" and record.turn == 0
+        assert record.prefix_ids == tuple(original.conversation.training_ids(divergent))
+        assert record.failed_ids == tuple(original.conversation.segments[divergent].ids)
+        assert record.anchor_ids == tuple(branch.conversation.segments[divergent].ids)
