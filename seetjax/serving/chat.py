@@ -144,7 +144,17 @@ class ChatFormat:
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - one instance per server
     def _json_fsm(self, schema: str) -> TokenFSM:
-        return compile_fsm(schema_nfa(json.loads(schema)), self.vocabulary)
+        # A JSON reply writes none of the template's own tokens (<tool_call>, </tool_call>, ...;
+        # added, not "special", so `vocabulary` keeps them for forced calls' openings): inside
+        # a string their text would pass as characters, and a model can write them forever.
+        return compile_fsm(schema_nfa(json.loads(schema)), self.vocabulary).without(
+            self.template_token_ids)
+
+    @functools.cached_property
+    def template_token_ids(self) -> list[int]:
+        """The tokenizer's added tokens but its stop tokens: the template's markers."""
+        stops = set(self.tokenizer.stop_ids)
+        return sorted(set(self.tokenizer.hf.get_added_vocab().values()) - stops)
 
     def forced_call(self, request: ChatCompletionRequest) -> TokenFSM | None:
         """With tool_choice "required" or a named function, the token automaton of one call

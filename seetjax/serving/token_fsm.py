@@ -53,6 +53,12 @@ class TokenFSM:
     def num_states(self) -> int:
         return self.table.shape[0]
 
+    def without(self, tokens: Sequence[int]) -> TokenFSM:
+        """This automaton with `tokens` allowed nowhere (ids past the vocabulary are ignored)."""
+        table = self.table.copy()
+        table[:, [t for t in tokens if t < table.shape[1]]] = -1
+        return TokenFSM(table)
+
     def advance(self, state: int, tokens: Sequence[int]) -> int:
         """The state after `tokens` (-1 once one is not allowed)."""
         for token in tokens:

@@ -66,6 +66,25 @@ def test_the_automaton_takes_exactly_the_valid_json(chat_format, tokenizer):
         assert not accepts(fsm, tokenizer, text), text
 
 
+def test_a_json_reply_never_writes_the_templates_own_tokens(chat_format, tokenizer):
+    """A response_format reply is JSON alone: the template's markers (<tool_call>, added tokens
+    that are not "special") are allowed nowhere in it, though their text still is, in pieces.
+    A model once wrote </tool_call> tokens inside a string until the token limit."""
+    fsm = chat_format._json_fsm(json.dumps(BOOK["function"]["parameters"]))
+    markers = chat_format.template_token_ids
+    (close,) = tokenizer.encode("</tool_call>")
+    assert close in markers and not set(markers) & set(tokenizer.stop_ids)
+    assert (fsm.table[:, markers] == -1).all()
+    head, tail = '{"place": "', '", "guests": 1, "slot": "lunch"}'
+    spelled = [t for c in "</tool_call>" for t in tokenizer.encode(c)]
+    assert close not in spelled
+    state = fsm.advance(0, tokenizer.encode(head) + spelled + tokenizer.encode(tail))
+    assert state >= 0 and fsm.table[state, tokenizer.stop_ids[0]] >= 0
+    # forced calls keep them: their opening is the template's own
+    assert accepts(compile_fsm(schema_nfa(BOOK["function"]["parameters"]),
+                               chat_format.vocabulary), tokenizer, head + "</tool_call>" + tail)
+
+
 def test_a_schema_reference_is_refused_naming_where():
     with pytest.raises(ValueError, match=r"schema.properties.a.\$ref='#/x'"):
         schema_nfa({"type": "object", "properties": {"a": {"$ref": "#/x"}}})
