@@ -57,16 +57,35 @@ def test_endpoint_episodes_match_in_process_greedy(server, engine, tokenizer, st
     policy = EndpointPolicy(EndpointConfig(url=server.url, model=MODEL_NAME), tokenizer)
     remote = rollout.episodes(tasks, EVAL_STAGE, progress=1.0, seed=0)
     policy.play(remote)
-    ours, theirs = report("test", local), report("test", remote)
-    assert [(e.task_id, e.valid, e.error_type) for e in theirs.entries] == [
-        (e.task_id, e.valid, e.error_type) for e in ours.entries]
-    assert theirs.bfcl.accuracy == ours.bfcl.accuracy
-    # Reply for reply the same conversation: the server's greedy replies are the sampler's.
+    # Reply for reply the same conversation: the server's greedy replies are the sampler's as
+    # long as both saw the same tokens. An endpoint speaks text: a reply is encoded again on
+    # our side, and a cut-off reply's text can encode to other ids than those sampled (seen on
+    # an AVX2 machine); from there on the contexts differ, and nothing is claimed.
+    drifted = False
     for mine, through_http in zip(local, remote):
         assert through_http.error is None
-        assert assistant_texts(through_http) == assistant_texts(mine)
-        assert [t.passed for t in through_http.turns] == [t.passed for t in mine.turns]
-    assert policy.requests == sum(len(assistant_texts(e)) for e in local) > len(tasks)
+        texts, sampled, encoded = (assistant_texts(mine), replies(mine),
+                                   replies(through_http))
+        same = next((i for i, (a, b) in enumerate(zip(sampled, encoded)) if a != b), None)
+        upto = len(texts) if same is None else same + 1
+        assert assistant_texts(through_http)[:upto] == texts[:upto]  # the drifting one too
+        if same is None:
+            assert len(assistant_texts(through_http)) == len(texts)
+            assert [t.passed for t in through_http.turns] == [t.passed for t in mine.turns]
+        else:  # the same text, tokenised otherwise
+            assert tokenizer.decode(encoded[same]) == tokenizer.decode(sampled[same])
+        drifted |= same is not None
+    if not drifted:
+        ours, theirs = report("test", local), report("test", remote)
+        assert [(e.task_id, e.valid, e.error_type) for e in theirs.entries] == [
+            (e.task_id, e.valid, e.error_type) for e in ours.entries]
+        assert theirs.bfcl.accuracy == ours.bfcl.accuracy
+    assert policy.requests == sum(len(assistant_texts(e)) for e in remote) > len(tasks)
+
+
+def replies(episode) -> list[list[int]]:
+    """The ids of `episode`'s replies as its conversation holds them."""
+    return [s.ids for s in episode.conversation.segments if s.kind == "reply"]
 
 
 def test_native_history_goes_out_as_tool_calls_with_ids(tokenizer):
