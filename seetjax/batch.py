@@ -174,7 +174,7 @@ class TrajectoryBatch:
                                environment state the reply was sampled from (equal keys, equal
                                states: `seetjax.envs.state_keys`; any integers), -1 elsewhere;
                                two replies always have other tokens between them. GiGPO's step
-                               groups (`seetjax.losses.advantages.gigpo_advantages`)
+                               groups (`seetjax.losses.gigpo.gigpo_advantages`)
     turn_starts:   [B, T] f32  optional: 1.0 on the token after each reply that ended a turn
                                (what follows belongs to the next turn: a cut-off reply's
                                closing token, the tool outputs and the next request), 0.0

@@ -7,7 +7,7 @@ state), its conversation, logs and trace are copies, and its sampler row is a co
 KV-cache row (`SamplerPolicy.fork`, no re-prefill). Siblings then sample their own next replies
 from the same state, which is what makes a state-conditioned baseline exact: the step keys of
 their first replies (`seetjax.envs.state_keys`) are equal, so GiGPO's step group
-(`seetjax.losses.advantages.gigpo_advantages`) compares actions from one state.
+(`seetjax.losses.gigpo.gigpo_advantages`) compares actions from one state.
 
 Where to fork. "every_call" forks as the episode is played. "divergence" and "entropy" choose
 their points once the original episode is over (`late_points`), from `Boundary` copies kept on

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from seetjax.losses import advantages as adv
+from seetjax.losses import gigpo
 from seetjax.losses.registry import make_config
 from tests.losses.test_advantages import _process_layout, np_normalised, np_reward_to_go, turn_layout
 
@@ -72,7 +73,7 @@ def np_gigpo(rewards, mask, groups, valid, keys, omega, gamma, std, eps, turn_st
     return (episode + omega * step_adv) * valid[:, None]
 
 
-_GIGPO = jax.jit(adv.gigpo_advantages, static_argnames="config")  # as the learner runs it
+_GIGPO = jax.jit(gigpo.gigpo_advantages, static_argnames="config")  # as the learner runs it
 
 
 def run(rewards, mask, groups, valid, keys, turn_starts=None, **fields):

@@ -8,7 +8,7 @@ from flax import nnx
 from seetjax.batch import row_mask
 from seetjax.envs.registry import make_env
 from seetjax.envs.state_keys import canonical_tokens, state_key
-from seetjax.losses.advantages import GiGPOAdvantageConfig, gigpo_advantages
+from seetjax.losses.gigpo import GiGPOAdvantageConfig, gigpo_advantages
 from seetjax.models.hf import load_hf_checkpoint
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.branching import BranchConfig, at_boundary, fork_episode, fork_episodes

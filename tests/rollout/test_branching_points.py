@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from seetjax.batch import row_mask
-from seetjax.losses.advantages import GiGPOAdvantageConfig, gigpo_advantages
+from seetjax.losses.gigpo import GiGPOAdvantageConfig, gigpo_advantages
 from seetjax.rewards import RewardConfig
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.branching import BranchConfig, TurnBranch, fork_segment
