@@ -9,7 +9,8 @@ token (`outcome_rewards` builds that layout from [B] rewards).
 
 `grpo`, `rloo` and `reinforce` (and `gigpo`, `seetjax.losses.gigpo`) map (token rewards, reward
 mask, group ids, valid rows) to advantages [B, T] and per-row weights [B] (0.0 for padding rows
-and for rows dropped by `filter_equal_groups`); `gae` maps token rewards and values [B, T] to advantages and returns.
+and for rows dropped by `filter_equal_groups`); `gae` maps token rewards and values [B, T] to
+advantages and returns.
 Each is built from small pure functions (`reward_to_go`, `group_normalised_rewards`, ...) with
 their own tests. Groups are given by arbitrary integer ids; group statistics use a [B, B]
 same-group matrix, exact for any ids and cheap for rollout batch sizes. Statistics are reduced
@@ -53,8 +54,8 @@ def reward_to_go(token_rewards: Array, turn_starts: Array | None = None) -> Arra
 
 
 def horizon_carry(carry: Array, turn_starts: Array | None) -> Array:
-    """`carry` ([B, T]: the factor on G_{t+1} in G_t; the last column is 0) with 0 wherever
-    token t+1 starts a turn, so no return runs back across a turn's start (None: unchanged)."""
+    """`carry` ([B, T]: the factor on G_{t+1} in G_t) with 0 wherever token t+1 starts a turn,
+    so no return runs back across a turn's start (None: unchanged)."""
     if turn_starts is None:
         return carry
     cut = jnp.concatenate([turn_starts[:, 1:] > 0, jnp.zeros_like(turn_starts[:, :1], bool)],
@@ -63,8 +64,8 @@ def horizon_carry(carry: Array, turn_starts: Array | None) -> Array:
 
 
 def linear_returns(token_rewards: Array, carry: Array) -> Array:
-    """G_t = r_t + carry_t G_{t+1} along each row ([B, T]; carry's last column 0): a linear
-    recurrence, run as an associative scan (log T deep)."""
+    """G_t = r_t + carry_t G_{t+1} along each row ([B, T]; carry's last column is never read:
+    there is no G_T): a linear recurrence, run as an associative scan (log T deep)."""
     def compose(later, earlier):  # (A, B): y -> B + A y, the earlier map applied after
         return earlier[0] * later[0], earlier[1] + earlier[0] * later[1]
 
