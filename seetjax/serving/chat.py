@@ -144,15 +144,15 @@ class ChatFormat:
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - one instance per server
     def _json_fsm(self, schema: str) -> TokenFSM:
-        # A JSON reply writes none of the template's own tokens (<tool_call>, </tool_call>, ...;
-        # added, not "special", so `vocabulary` keeps them for forced calls' openings): inside
-        # a string their text would pass as characters, and a model can write them forever.
-        return compile_fsm(schema_nfa(json.loads(schema)), self.vocabulary).without(
-            self.template_token_ids)
+        # A JSON reply has no marked literal, so none of the template's own tokens.
+        return compile_fsm(schema_nfa(json.loads(schema)), self.vocabulary,
+                           self.template_token_ids)
 
     @functools.cached_property
     def template_token_ids(self) -> list[int]:
-        """The tokenizer's added tokens but its stop tokens: the template's markers."""
+        """The tokenizer's added tokens but its stop tokens: the template's markers
+        (`<tool_call>`, ...; added, not "special", so `vocabulary` keeps them), which
+        constrained decoding allows in a forced call's opening and closing alone."""
         stops = set(self.tokenizer.stop_ids)
         return sorted(set(self.tokenizer.hf.get_added_vocab().values()) - stops)
 
@@ -181,7 +181,7 @@ class ChatFormat:
     def _call_fsm(self, key: str) -> TokenFSM:
         before_name, after_name, after_args = self.call_parts
         nfa = NFA()
-        opened = nfa.literal(nfa.start, before_name)
+        opened = nfa.literal(nfa.start, before_name, marked=True)
 
         def call(index: int, name: str, parameters: dict[str, Any] | None):
             # No parameters: an empty list of them (OpenAI's reading).
@@ -190,8 +190,8 @@ class ChatFormat:
             return lambda a: value(nfa, nfa.literal(a, name + after_name), schema, where)
 
         called = nfa.alternatives(opened, [call(*tool) for tool in json.loads(key)])
-        nfa.final = nfa.literal(called, after_args)
-        return compile_fsm(nfa, self.vocabulary)
+        nfa.final = nfa.literal(called, after_args, marked=True)
+        return compile_fsm(nfa, self.vocabulary, self.template_token_ids)
 
     @functools.cached_property
     def vocabulary(self) -> Vocabulary:

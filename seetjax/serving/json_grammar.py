@@ -39,11 +39,14 @@ def _is(char: str) -> Match:
 
 class NFA:
     """States 0..n-1 with character edges (a predicate each) and epsilon edges; one start and
-    one final state once `build` has run."""
+    one final state once `build` has run. `marked` states are those of literals written as a
+    chat template's own markup (a call's opening and closing): there alone may a template's
+    marker tokens be taken (`token_fsm.compile_fsm`)."""
 
     def __init__(self) -> None:
         self.edges: list[list[tuple[Match, int]]] = []
         self.eps: list[list[int]] = []
+        self.marked: set[int] = set()
         self.start = self.state()
         self.final = -1
 
@@ -60,9 +63,11 @@ class NFA:
     def link(self, a: int, b: int) -> None:
         self.eps[a].append(b)
 
-    def literal(self, a: int, text: str) -> int:
+    def literal(self, a: int, text: str, marked: bool = False) -> int:
         for char in text:
             a = self.edge(a, _is(char))
+            if marked:
+                self.marked.add(a)
         return a
 
     def optional_space(self, a: int) -> int:
@@ -86,8 +91,10 @@ class NFA:
                     stack.append(b)
         return frozenset(seen)
 
-    def step(self, states: frozenset[int], char: str) -> frozenset[int]:
-        return self.closure({b for a in states for match, b in self.edges[a] if match(char)})
+    def step(self, states: frozenset[int], char: str, marked: bool = False) -> frozenset[int]:
+        """The states after `char` (with `marked`, along edges into marked states alone)."""
+        return self.closure({b for a in states for match, b in self.edges[a]
+                             if match(char) and (not marked or b in self.marked)})
 
 
 def schema_nfa(schema: dict[str, Any], prefix: str = "", suffix: str = "",

@@ -33,6 +33,7 @@ class Vocabulary:
         if size < len(texts):
             raise invalid(self, "size", size, f"below the {len(texts)} token texts")
         self.size, self.stop_ids = size, tuple(stop_ids)
+        self.texts = list(texts)
         self.root = _Trie()
         for token, text in enumerate(texts):
             if not text or token in self.stop_ids:
@@ -53,12 +54,6 @@ class TokenFSM:
     def num_states(self) -> int:
         return self.table.shape[0]
 
-    def without(self, tokens: Sequence[int]) -> TokenFSM:
-        """This automaton with `tokens` allowed nowhere (ids past the vocabulary are ignored)."""
-        table = self.table.copy()
-        table[:, [t for t in tokens if t < table.shape[1]]] = -1
-        return TokenFSM(table)
-
     def advance(self, state: int, tokens: Sequence[int]) -> int:
         """The state after `tokens` (-1 once one is not allowed)."""
         for token in tokens:
@@ -68,13 +63,18 @@ class TokenFSM:
         return state
 
 
-def compile_fsm(nfa: NFA, vocab: Vocabulary, max_states: int = 4096) -> TokenFSM:
-    """The token table of `nfa` over `vocab`. Raises ValueError past `max_states` states (a
-    schema too large to hold as a mask)."""
+def compile_fsm(nfa: NFA, vocab: Vocabulary, markers: Sequence[int] = (),
+                max_states: int = 4096) -> TokenFSM:
+    """The token table of `nfa` over `vocab`. `markers`, a chat template's own tokens
+    (`<tool_call>`, ...), are taken only where their whole text runs through the NFA's marked
+    literals (a forced call's opening and closing), never inside a value: there their text would
+    pass as a string's characters, and a model can write them until its token limit. Raises
+    ValueError past `max_states` states (a schema too large to hold as a mask)."""
     subsets: dict[frozenset[int], int] = {}  # every subset met, mid-token ones too
     by_id: list[frozenset[int]] = []
     memo: dict[tuple[int, str], int] = {}
     dead = -1
+    markers = [t for t in markers if t < vocab.size]
 
     def intern(subset: frozenset[int]) -> int:
         if not subset:
@@ -90,9 +90,25 @@ def compile_fsm(nfa: NFA, vocab: Vocabulary, max_states: int = 4096) -> TokenFSM
             memo[key] = intern(nfa.step(by_id[sid], char))
         return memo[key]
 
+    def row_of(sid: int) -> int:
+        """The table row of a subset met at a token boundary, queued when new."""
+        if sid not in rows:
+            if len(order) >= max_states:
+                raise ValueError(f"compile_fsm.max_states={max_states}: the grammar needs "
+                                 "more token states")
+            rows[sid] = len(order)
+            order.append(sid)
+        return rows[sid]
+
+    def marker_step(subset: frozenset[int], text: str) -> int:
+        for char in text:
+            subset = nfa.step(subset, char, marked=True)
+        return intern(subset)
+
     start = intern(nfa.closure([nfa.start]))
-    rows: dict[int, int] = {start: 0}  # subset id -> table row, for subsets at token boundaries
-    order = [start]
+    rows: dict[int, int] = {}  # subset id -> table row, for subsets at token boundaries
+    order: list[int] = []
+    row_of(start)
     table_rows: list[np.ndarray] = []
     while len(table_rows) < len(order):
         sid = order[len(table_rows)]
@@ -105,14 +121,12 @@ def compile_fsm(nfa: NFA, vocab: Vocabulary, max_states: int = 4096) -> TokenFSM
                 if nxt == dead:
                     continue
                 if child.ids:
-                    if nxt not in rows:
-                        if len(order) >= max_states:
-                            raise ValueError(f"compile_fsm.max_states={max_states}: the "
-                                             "grammar needs more token states")
-                        rows[nxt] = len(order)
-                        order.append(nxt)
-                    row[child.ids] = rows[nxt]
+                    row[child.ids] = row_of(nxt)
                 stack.append((child, nxt))
+        for token in markers:
+            text = vocab.texts[token] if token < len(vocab.texts) else None
+            nxt = marker_step(by_id[sid], text) if text else dead
+            row[token] = dead if nxt == dead else row_of(nxt)
         if nfa.final in by_id[sid]:
             row[list(vocab.stop_ids)] = rows[sid]  # the reply may end here
         table_rows.append(row)

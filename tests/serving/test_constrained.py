@@ -80,9 +80,30 @@ def test_a_json_reply_never_writes_the_templates_own_tokens(chat_format, tokeniz
     assert close not in spelled
     state = fsm.advance(0, tokenizer.encode(head) + spelled + tokenizer.encode(tail))
     assert state >= 0 and fsm.table[state, tokenizer.stop_ids[0]] >= 0
-    # forced calls keep them: their opening is the template's own
+    # without markers named, the automaton takes the token as the string's characters
     assert accepts(compile_fsm(schema_nfa(BOOK["function"]["parameters"]),
                                chat_format.vocabulary), tokenizer, head + "</tool_call>" + tail)
+
+
+def test_a_forced_call_writes_the_templates_tokens_only_to_open_and_close_it(chat_format,
+                                                                              tokenizer):
+    """A forced call opens and closes with the template's own markers, and its string
+    arguments can hold their text only spelled in pieces, as in a JSON reply."""
+    fsm = chat_format._call_fsm(json.dumps([[0, "book_table", BOOK["function"]["parameters"]]]))
+    before_name, after_name, after_args = chat_format.call_parts
+    (opening,) = [t for t in tokenizer.encode(before_name) if t in chat_format.template_token_ids]
+    (close,) = tokenizer.encode("</tool_call>")
+    head = before_name + "book_table" + after_name + '{"place": "'
+    tail = '", "guests": 1, "slot": "lunch"}' + after_args
+    plain = tokenizer.encode(head) + tokenizer.encode(tail)
+    assert opening in plain and close in plain  # the template's tokens open and close it
+    state = fsm.advance(0, plain)
+    assert state >= 0 and fsm.table[state, tokenizer.stop_ids[0]] >= 0
+    inside = fsm.advance(0, tokenizer.encode(head))
+    assert inside >= 0 and fsm.table[inside, close] == -1 and fsm.table[inside, opening] == -1
+    spelled = [t for c in "</tool_call>" for t in tokenizer.encode(c)]
+    state = fsm.advance(inside, spelled + tokenizer.encode(tail))
+    assert state >= 0 and fsm.table[state, tokenizer.stop_ids[0]] >= 0
 
 
 def test_a_schema_reference_is_refused_naming_where():
