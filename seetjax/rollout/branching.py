@@ -148,15 +148,23 @@ class TurnBranch(Episode):
     """A branch played to the end of its fork turn only (`BranchConfig.until="turn"`): once that
     turn is judged the branch is over (the turns after it are not its), and its rewards and
     progress are those of a one-turn episode made of that turn (its steps, verdict and ground
-    truth), placed on its replies as an episode's are (`Episode.rewards`)."""
+    truth), placed on its replies as an episode's are (`Episode.rewards`). Its row ends with the
+    turn's last reply: the next turn's request, never answered, is not appended."""
 
     def reply(self, completion: Completion) -> list[int] | None:
         ids = super().reply(completion)
-        if self.turns[self.inherited_turns].passed is None:
+        if not self._fork_turn_judged():
             return ids
         del self.turns[self.inherited_turns + 1:]
         self.done = True
         return None
+
+    def _fork_turn_judged(self) -> bool:
+        return self.turns[self.inherited_turns].passed is not None
+
+    def _next(self, observations: Sequence[Mapping[str, Any]],
+              attempt_from: int | None) -> list[int] | None:
+        return None if self._fork_turn_judged() else super()._next(observations, attempt_from)
 
     def fork_turn_trace(self) -> tuple[EpisodeTrace, list[int]]:
         """The fork turn as a one-turn episode (turn 0), and the index in `trace().steps` of

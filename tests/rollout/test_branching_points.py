@@ -154,11 +154,12 @@ def test_turn_returns_compare_a_turn_branch_with_its_parents_fork_turn(task, tok
     result = rollout.slow_loop(episodes, STAGE3, step=0)
     batch = trajectory_batch(result, pad_id=tokenizer.pad_id)
     turns = np.asarray(batch.turn_starts)
-    # each later turn begins right after the reply that ended the turn before (the branch's
-    # row holds the next request it was shown, never answered)
+    # each later turn begins right after the reply that ended the turn before; the branch's
+    # row ends with its turn's last reply (the next request, never answered, is not in it)
     ends = [p for p, _ in result.scored[0]]
     assert np.flatnonzero(turns[0]).tolist() == [p + 1 for p in ends[:3]]
-    assert np.flatnonzero(turns[1]).tolist() == [result.scored[1][-1][0] + 1]
+    branch_length = int((np.asarray(batch.sequences.segment_ids)[1] > 0).sum())
+    assert result.scored[1][-1][0] == branch_length - 1 and not turns[1].any()
     r0, rest = result.scored[0][0][1], sum(r for _, r in result.scored[0][1:])
     r_b = sum(r for _, r in result.scored[1])
     assert r_b > r0 and rest != 0  # the branch passed turn 0; the parent's later turns count
