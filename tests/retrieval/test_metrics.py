@@ -1,4 +1,4 @@
-"""Ranking metrics by hand, against ranx, and their bootstrap intervals."""
+"""Ranking metrics by hand, against trec_eval (pytrec_eval), and their bootstrap intervals."""
 
 import numpy as np
 import pytest
@@ -23,23 +23,29 @@ def test_queries_without_gold_are_refused():
         per_query([["a"]], [set()])
 
 
-def test_matches_ranx_on_random_rankings():
-    ranx = pytest.importorskip("ranx")
+# Our metric names as trec_eval names its measures.
+TREC_EVAL = {"recall@1": "recall_1", "recall@5": "recall_5", "recall@10": "recall_10",
+             "ndcg@10": "ndcg_cut_10", "mrr": "recip_rank"}
+
+
+def test_matches_trec_eval_on_random_rankings():
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    assert set(TREC_EVAL) == set(METRICS)
     rng = np.random.default_rng(0)
     docs = [f"d{i}" for i in range(30)]
     ranked, gold = [], []
     for _ in range(40):
         ranked.append(list(rng.permutation(docs)[:20]))
         gold.append(set(rng.choice(docs, rng.integers(1, 4), replace=False)))
-    qrels = ranx.Qrels({f"q{i:02d}": {d: 1 for d in g} for i, g in enumerate(gold)})
-    # Strictly decreasing scores: ranx orders by score, ours by position; ranx returns the
-    # per-query values in sorted query-id order, hence the zero-padded ids.
-    run = ranx.Run({f"q{i:02d}": {d: float(20 - r) for r, d in enumerate(docs_)}
-                    for i, docs_ in enumerate(ranked)})
-    theirs = ranx.evaluate(qrels, run, list(METRICS), return_mean=False)
+    qrels = {f"q{i}": {d: 1 for d in g} for i, g in enumerate(gold)}
+    # Strictly decreasing scores: trec_eval orders by score, ours by position.
+    run = {f"q{i}": {d: float(20 - r) for r, d in enumerate(docs_)}
+           for i, docs_ in enumerate(ranked)}
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, set(TREC_EVAL.values())).evaluate(run)
     ours = per_query(ranked, gold)
-    for metric in METRICS:
-        np.testing.assert_allclose(ours[metric], theirs[metric], atol=1e-12, err_msg=metric)
+    for metric, measure in TREC_EVAL.items():
+        np.testing.assert_allclose(ours[metric], [theirs[f"q{i}"][measure] for i in range(40)],
+                                   atol=1e-12, err_msg=metric)
 
 
 def test_bootstrap_interval_brackets_the_mean_and_narrows_with_more_queries():
