@@ -162,9 +162,13 @@ class TurnBranch(Episode):
     def _fork_turn_judged(self) -> bool:
         return self.turns[self.inherited_turns].passed is not None
 
-    def _next(self, observations: Sequence[Mapping[str, Any]],
-              attempt_from: int | None) -> list[int] | None:
-        return None if self._fork_turn_judged() else super()._next(observations, attempt_from)
+    def _append(self, observations: Sequence[Mapping[str, Any]],
+                max_tokens: int) -> list[int] | None:
+        if not self._fork_turn_judged():
+            return super()._append(observations, max_tokens)
+        # Over with its turn: the next request, never answered, is not appended, but where it
+        # would not fit the branch is truncated as the episode would be (as its parent is).
+        return [] if self.conversation.fits(observations, max_tokens) else None
 
     def fork_turn_trace(self) -> tuple[EpisodeTrace, list[int]]:
         """The fork turn as a one-turn episode (turn 0), and the index in `trace().steps` of

@@ -110,6 +110,11 @@ class Conversation:
         chunk, self._unsent = self._unsent + ids, []
         return chunk
 
+    def fits(self, messages: Sequence[Mapping[str, Any]], max_tokens: int) -> bool:
+        """Whether `add_observations(messages, max_tokens)` would append them."""
+        ids = self.tokenizer.continuation_ids(self.messages, messages, self.tools)
+        return self.num_tokens + len(ids) <= max_tokens
+
     def exclude(self, first: int, mode: str) -> None:
         """Segments from `first` on, a failed attempt and its feedback: "mask" keeps them in the
         training sequence without loss, "drop" leaves them out, "keep" changes nothing."""

@@ -290,7 +290,7 @@ class Episode:
         observations = [self._capped(m) for m in observations]
         # The next reply needs room too: stop when it would not have a single token (plus the
         # closing one, should it be cut off there).
-        ids = self.conversation.add_observations(observations, self.limits.max_episode_tokens - 2)
+        ids = self._append(observations, self.limits.max_episode_tokens - 2)
         # A failed attempt stays one when its feedback no longer fits and the episode ends here.
         if attempt_from is not None:
             self.conversation.exclude(attempt_from, self.stage.training_context)
@@ -298,6 +298,12 @@ class Episode:
             self._truncate()
             return None
         return ids
+
+    def _append(self, observations: Sequence[Mapping[str, Any]],
+                max_tokens: int) -> list[int] | None:
+        """Appends the observations; the ids to extend the sampler with, or None when the
+        conversation would exceed `max_tokens` (the episode is then truncated)."""
+        return self.conversation.add_observations(observations, max_tokens)
 
     def _capped(self, message: Mapping[str, Any]) -> dict[str, Any]:
         return cap_observation(message, self.tokenizer, self.limits.max_observation_tokens)

@@ -12,6 +12,7 @@ from seetjax.losses.gigpo import GiGPOAdvantageConfig, gigpo_advantages
 from seetjax.rewards import RewardConfig
 from seetjax.rollout.batching import trajectory_batch
 from seetjax.rollout.branching import BranchConfig, TurnBranch, fork_segment
+from seetjax.rollout.episode import Episode, EpisodeLimits
 from seetjax.rollout.loop import Rollout, RolloutConfig
 from seetjax.sampling import Completion
 from seetjax.seet.anchors import AnchorPool
@@ -136,6 +137,58 @@ def test_a_turn_horizon_branch_stops_at_its_turn_and_is_scored_on_it(play, task,
         branch.rewards(RewardConfig(kind="env"))
     with pytest.raises(ValueError, match=r"BranchConfig.until='step': must be one of"):
         BranchConfig(until="step")
+
+
+def played_as(kind, tokenizer, task, stage, replies, limits):
+    """An episode of `task` played as `kind` (Episode, or a TurnBranch of its first turn) on
+    scripted replies."""
+    rollout = Rollout(tokenizer, RolloutConfig(group_size=1, env=COMPACT, limits=limits))
+    (episode,) = rollout.episodes([task], stage, progress=0.0, seed=0)
+    episode.__class__ = kind  # a fresh episode, a branch of nothing: inherited_turns 0
+    for text in replies:
+        ids = tokenizer.encode(text) + [tokenizer.stop_ids[0]]
+        episode.reply(Completion(ids, [0.0] * len(ids), "stop"))
+    return episode
+
+
+def training_view(episode):
+    return [(s.kind, s.in_training, s.masked) for s in episode.conversation.segments]
+
+
+@pytest.mark.parametrize("context", ["mask", "drop"])
+def test_a_turn_branch_treats_a_last_failed_attempt_as_the_episode_does(tokenizer, task,
+                                                                      context):
+    """A retry granted to the reply that spends the turn's token budget: the turn ends there,
+    and the attempt is masked or dropped (`training_context`) in a turn branch as in the
+    episode; the branch's row then ends (no next request)."""
+    stage = dataclasses.replace(STAGE3, retry_budget=1, training_context=context)
+    replies = [CD, "[cd(folder='nope')]"]
+    limits = EpisodeLimits(max_turn_tokens=sum(len(tokenizer.encode(t)) + 1 for t in replies))
+    episode = training_view(played_as(Episode, tokenizer, task, stage, replies, limits))
+    branch = played_as(TurnBranch, tokenizer, task, stage, replies, limits)
+    attempt = [i for i, (kind, _, _) in enumerate(episode) if kind == "reply"][1]
+    assert episode[attempt] == (("reply", True, True) if context == "mask"
+                                else ("reply", False, False))
+    assert training_view(branch) == episode[:attempt + 1] and len(episode) > attempt + 1
+    assert branch.done and not branch.truncated and branch.turns[0].retries == 1
+
+
+def test_a_turn_branch_is_truncated_where_its_next_request_would_not_fit(tokenizer, task):
+    """Turn 0 ends with the context nearly full: the episode, unable to add turn 1's request,
+    is truncated (the shaped reward's timeout); its turn branch, which would not add it anyway,
+    is truncated the same, so a parent and its branches are judged alike."""
+    replies = [CD, MKDIR, MV, "Done."]
+    played = played_as(Episode, tokenizer, task, STAGE3, replies, EpisodeLimits())
+    request = len(played.conversation.segments[-1].ids)
+    room = played.conversation.num_tokens - request + 2  # as Episode._next leaves room
+    for fits in (True, False):
+        limits = EpisodeLimits(max_reply_tokens=2, max_episode_tokens=room + request - (not fits))
+        episode, branch = (played_as(kind, tokenizer, task, STAGE3, replies, limits)
+                           for kind in (Episode, TurnBranch))
+        assert episode.truncated == branch.truncated == (not fits) and branch.done
+        shaped = RewardConfig(kind="shaped")
+        assert branch.rewards(shaped) == episode.rewards(shaped)[:len(branch.rewards(shaped))]
+        assert len(branch.rewards(shaped)) == 1 + (not fits)  # turn 0, then the timeout
 
 
 def test_turn_returns_compare_a_turn_branch_with_its_parents_fork_turn(task, tokenizer):
