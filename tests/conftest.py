@@ -42,17 +42,17 @@ def pytest_collection_modifyitems(items):
     # run while the other waits.
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
-def _random_hf_model(kind: str, out_dir) -> str:
+def _random_hf_model(kind: str, out_dir, vocab_size: int = 512, positions: int = 256) -> str:
     """A tiny random Qwen2 or Llama-3 model saved by transformers, with non-zero biases."""
     import torch
     import transformers
 
     torch.manual_seed(0)
-    common = dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+    common = dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, initializer_range=0.1)
     if kind == "qwen2":
         config = transformers.Qwen2Config(
-            tie_word_embeddings=True, max_position_embeddings=256,
+            tie_word_embeddings=True, max_position_embeddings=positions,
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, **common)
     else:
         config = transformers.LlamaConfig(
@@ -85,6 +85,15 @@ def hf_llama_dir(tmp_path_factory):
 def embedded_dir():
     from seetjax.defaults.embedded import embedded_model_dir
     return embedded_model_dir()
+
+
+@pytest.fixture(scope="session")
+def small_dir(tmp_path_factory, tokenizer):
+    """A tiny random Qwen2 over the embedded tokenizer's vocabulary: for the learner's contract
+    with the rollout side, where trained weights do not matter and the embedded model's width
+    and depth only cost compile and step time."""
+    return _random_hf_model("qwen2", tmp_path_factory.mktemp("small"), len(tokenizer),
+                            positions=8192)
 
 
 @pytest.fixture(scope="session")

@@ -45,9 +45,9 @@ def run(tmp_path_factory, tokenizer):
 
 
 @pytest.fixture(scope="module")
-def initial(run, embedded_dir):
-    """(learner, initial state) of the embedded model on one device."""
-    return create_learner(load_hf_checkpoint(embedded_dir), run.plan.learner,
+def initial(run, small_dir):
+    """(learner, initial state) of a tiny random model on the embedded tokenizer, one device."""
+    return create_learner(load_hf_checkpoint(small_dir), run.plan.learner,
                           mesh=make_mesh(1, 1, 1, jax.devices()[:1]))
 
 

@@ -1,4 +1,5 @@
-"""Rollout -> TrajectoryBatch -> one learner step: the contract between the two sides."""
+"""Rollout -> TrajectoryBatch -> one learner step: the contract between the two sides (a tiny
+random model on the embedded tokenizer: what is checked does not depend on trained weights)."""
 
 import jax
 import numpy as np
@@ -19,16 +20,16 @@ from tests.rollout.test_loop import COMPACT, replay
 STAGE3 = default_stages()[2]
 
 
-def new_learner(embedded_dir, **fields):
-    model = load_hf_checkpoint(embedded_dir)
+def new_learner(model_dir, **fields):
+    model = load_hf_checkpoint(model_dir)
     config = learner_config({"algorithm": "grpo", "counterfactual_weight": 0.5,
                              "optimizer": {"learning_rate": 1e-4}, **fields})
     return create_learner(model, config, mesh=make_mesh(1, 1, 1, jax.devices()[:1]))
 
 
 @pytest.fixture(scope="module")
-def learner(embedded_dir):
-    return new_learner(embedded_dir)
+def learner(small_dir):
+    return new_learner(small_dir)
 
 
 def test_batch_rows_masks_and_pairs(play, task, tokenizer):
@@ -113,12 +114,12 @@ def test_step_keys_mark_each_reply_with_its_state(play, task, tokenizer):
     assert a[:3] == b[:3] and a[3] != b[3] and len(set(a)) == len(a)
 
 
-def test_a_gigpo_step_on_rollout_batches(play, task, tokenizer, embedded_dir):
+def test_a_gigpo_step_on_rollout_batches(play, task, tokenizer, small_dir):
     rollout, episodes = play([task], STAGE3, [replay(task), ["[pwd()]"] + replay(task)],
                              group_size=2)
     batch = trajectory_batch(rollout.slow_loop(episodes, STAGE3, step=1),
                              pad_id=tokenizer.pad_id, length=2048)
-    model = load_hf_checkpoint(embedded_dir)
+    model = load_hf_checkpoint(small_dir)
     learner, state = create_learner(model, learner_config({
         "algorithm": "gigpo", "loss": {"kl_coef": 0.0}, "optimizer": {"learning_rate": 1e-4}}),
         mesh=make_mesh(1, 1, 1, jax.devices()[:1]))
@@ -142,7 +143,7 @@ def test_a_gigpo_step_on_rollout_batches(play, task, tokenizer, embedded_dir):
         turns.update(state, batch.replace(turn_starts=batch.turn_starts[:, :5]))
 
 
-def test_dpo_pairs_from_rollouts_train(play, task, tokenizer, embedded_dir):
+def test_dpo_pairs_from_rollouts_train(play, task, tokenizer, small_dir):
     from seetjax.rollout.preferences import best_worst_pairs, rollout_preferences
     rollout, episodes = play([task], STAGE3, [replay(task, skip_turn=1), replay(task),
                                               ["Done."] * 8], group_size=3)
@@ -154,19 +155,19 @@ def test_dpo_pairs_from_rollouts_train(play, task, tokenizer, embedded_dir):
     np.testing.assert_array_equal(chosen.tokens[0, :len(tokens)], tokens)
     np.testing.assert_array_equal(chosen.loss_mask[0, :len(mask)], mask)
     assert batch.pairs.weights.tolist() == [1.0, 0.0] and batch.sequences is None
-    model = load_hf_checkpoint(embedded_dir)
+    model = load_hf_checkpoint(small_dir)
     learner, state = create_learner(model, learner_config({"algorithm": "dpo"}),
                                     mesh=make_mesh(1, 1, 1, jax.devices()[:1]))
     state, metrics = learner.update(state, batch)
     assert np.isfinite(metrics["loss"]) and metrics["loss"] == pytest.approx(np.log(2), rel=1e-3)
 
 
-def test_ppo_step_on_rollout_batches(play, task, tokenizer, embedded_dir):
+def test_ppo_step_on_rollout_batches(play, task, tokenizer, small_dir):
     rollout, episodes = play([task], STAGE3, [replay(task), replay(task, skip_turn=1)],
                              group_size=2)
     batch = trajectory_batch(rollout.slow_loop(episodes, STAGE3, step=1),
                              pad_id=tokenizer.pad_id, length=2048)
-    model = load_hf_checkpoint(embedded_dir, value_head=True)
+    model = load_hf_checkpoint(small_dir, value_head=True)
     learner, state = create_learner(model, learner_config({"algorithm": "ppo"}),
                                     mesh=make_mesh(1, 1, 1, jax.devices()[:1]))
     state, metrics = learner.update(state, batch)
@@ -205,11 +206,11 @@ def test_pairs_are_drawn_uniformly_over_all_records_and_reproducibly(play, task,
                                                            "records_trained": 2.0}
 
 
-def test_branch_rows_keep_the_learner_compiled_once(tokenizer, task, embedded_dir):
+def test_branch_rows_keep_the_learner_compiled_once(tokenizer, task, small_dir):
     """Branching (k=1, one fork point per episode) gives a step 1 or 2 rows per original episode;
     `rows_per_episode` pads every step to 2, so a fresh learner compiles one program for both
     (unpacked rows: packing has its own few shapes, `seetjax.learner.packing`)."""
-    learner, state = new_learner(embedded_dir, pack_rows=False)  # the module's is donated
+    learner, state = new_learner(small_dir, pack_rows=False)  # the module's is donated
     branch = BranchConfig(points="every_call", k=1, max_forks=1)
     rollout = Rollout(tokenizer, RolloutConfig(group_size=1, env=COMPACT, branch=branch))
     queues = {}
