@@ -119,10 +119,10 @@ def minibatch_gradients(model: StepModel, params: nnx.State, micro_batches: Any,
     (grads, squares), stacked = jax.lax.scan(
         accumulate, (zeros, jnp.zeros((), jnp.float32)), micro_batches)
     m = jax.tree.leaves(micro_batches)[0].shape[0]
-    # summed in micro-batch order, as the carry summed them
-    _, metrics = functools.reduce(lambda a, b: jax.tree.map(jnp.add, a, b),
-                                  (jax.tree.map(operator.itemgetter(i), stacked)
-                                   for i in range(m)))
+    # summed from zeros in micro-batch order, as the carry summed them (-0.0 stays +0.0)
+    slices = [jax.tree.map(operator.itemgetter(i), stacked) for i in range(m)]
+    _, metrics = functools.reduce(lambda a, b: jax.tree.map(jnp.add, a, b), slices,
+                                  jax.tree.map(jnp.zeros_like, slices[0]))
     return grads, {**metrics, "grad_variance": gradient_variance(squares, grads, m)}
 
 

@@ -1,7 +1,7 @@
 """A parameter set per role (`multi_agent.separate_params`, seetjax.rl.policy_states): each role's
 replies sampled with its own policy, each set updated on its own role's rows only (the trainer's
-`_learn` on scripted team rollouts, the embedded tiny model learning), checkpoints holding both
-sets exactly, and the config's errors."""
+`_learn` on scripted team rollouts, a tiny random model on the embedded tokenizer learning),
+checkpoints holding both sets exactly, and the config's errors."""
 
 import jax
 import jax.numpy as jnp
