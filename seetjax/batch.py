@@ -83,7 +83,9 @@ class Packing:
     tokens instead (`PrefixTree`): the model computes each distinct prefix once.
 
     rows:  TokenSequences [R, L]  the packed rows (loss_mask carried along, unused by the model;
-                                  with a tree: 1.0 on the slots of target tokens)
+                                  with a tree: 1.0 on the slots of target tokens); None for
+                                  pairs laid in the trajectories' packed rows (`index` then
+                                  points there: the model's pass over them serves both)
     index: [N, T] int32           for each token of the N rows whose model output is read (t >= 1
                                   and not padding), its flat slot r * L + l in `rows`; elsewhere
                                   R * L, a slot whose outputs are 0 (as `shift_right` gives t = 0)
@@ -94,7 +96,7 @@ class Packing:
     guarantees it for the learner's chunking).
     """
 
-    rows: TokenSequences
+    rows: TokenSequences | None
     index: Array
     tree: PrefixTree | None = None
 

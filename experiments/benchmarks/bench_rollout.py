@@ -27,7 +27,9 @@ it (`trajectory_batch`: the run's row length and counterfactual pairs), and the 
 learner update is timed on them packed sharing prefixes (`learner.share_prefixes`), packed with
 every row alone (`learner.pack_rows`) and with one episode per row, in alternating rounds: useful
 (non-padding) tokens/s of each, the share of the real tokens sharing left uncomputed, the padding
-share of the rows the model runs over, and the largest first-update loss difference.
+share of the rows the model runs over, and the largest first-update loss difference. With
+`--pairs` as well, the update with the counterfactual pairs laid in the trajectories' packed
+rows (`learner.pairs_with_trajectories`) against pairs packed in rows of their own.
 
 With `--branch` the rollouts branch as the ablation's `branch` variant does (2 copies at each of
 an episode's first 2 calls that ran, `rollout.branch`); `--branch-compare` plays the same tasks
@@ -37,6 +39,7 @@ keeps near the plain rollout's (issue 44: a fork costs only its new tokens).
 
     python experiments/benchmarks/bench_rollout.py [--config configs/tiny.py --tasks 8]
     python experiments/benchmarks/bench_rollout.py --learner --tasks 2 --rounds 3 [--branch]
+    python experiments/benchmarks/bench_rollout.py --learner --pairs --config configs/testbed.py
     python experiments/benchmarks/bench_rollout.py --branch-compare --config configs/testbed.py
     python experiments/benchmarks/bench_rollout.py --compare --model embedded:base \
         [--max-reply-tokens 256]
@@ -65,6 +68,11 @@ LEARNER_COLUMNS = ["date", "machine", "setting", "shared-prefix useful tok/s",
                    "packed useful tok/s", "one-per-row useful tok/s",
                    "speed-up shared / packed, packed / one per row", "tokens not computed",
                    "padding share shared / packed / one per row", "first-update loss difference"]
+PAIRS_TITLE = ("Learner: counterfactual pairs with the trajectories vs apart "
+               "(bench_rollout.py --learner --pairs)")
+PAIRS_COLUMNS = ["date", "machine", "setting", "pairs with trajectories useful tok/s",
+                 "pairs apart useful tok/s", "speed-up", "records per batch",
+                 "first-pass loss difference"]
 BRANCH_TITLE = "Rollouts: plain vs branching (bench_rollout.py --branch-compare)"
 BRANCH_COLUMNS = ["date", "machine", "setting", "plain generated tok/s",
                   "branching generated tok/s", "ms per generated token plain / branching",
@@ -86,6 +94,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="CPUs (0: all)")
     parser.add_argument("--learner", action="store_true",
                         help="time the learner's update on the batches, packed vs one per row")
+    parser.add_argument("--pairs", action="store_true",
+                        help="with --learner: the pairs with the trajectories vs apart")
     parser.add_argument("--compare", action="store_true",
                         help="lock step vs the engine on the same batches, side by side")
     parser.add_argument("--max-reply-tokens", type=int, default=0,
@@ -171,7 +181,8 @@ def main() -> None:
     setting = (f"{played(args, plan, model_dir)}, decode_chunk {plan.rollout.decode_chunk}, "
                f"{len(cpus)} threads, median of {args.rounds} batches, load {load():.1f}")
     if args.learner:
-        learner_on(results, plan, model, tokenizer.pad_id, setting, args)
+        (pairs_on if args.pairs else learner_on)(results, plan, model, tokenizer.pad_id, setting,
+                                                 args)
         return
     record("rollout loop", setting, rates, "-")
     if not args.no_write:
@@ -277,9 +288,15 @@ def compare(args, plan, model, tokenizer, sampler, tasks, stage, model_dir, thre
             f"{idle['lockstep']:.0%} / {idle['engine']:.0%}"])
 
 
-LEARNER_SETTINGS = {"shared prefixes": dict(pack_rows=True, share_prefixes=True),
+# pairs apart in every setting, so that "shared prefixes" measures the sharing of trajectories
+# alone, as in the rows before pairs rode with them (`--pairs` measures that)
+LEARNER_SETTINGS = {"shared prefixes": dict(pack_rows=True, share_prefixes=True,
+                                            pairs_with_trajectories=False),
                     "packed": dict(pack_rows=True, share_prefixes=False),
                     "one per row": dict(pack_rows=False)}
+PAIR_SETTINGS = {"with": dict(pack_rows=True, share_prefixes=True, pairs_with_trajectories=True),
+                 "apart": dict(pack_rows=True, share_prefixes=True,
+                               pairs_with_trajectories=False)}
 
 
 def branch_compare(args, plan, branching, model, tokenizer, sampler, tasks, stage, model_dir,
@@ -327,15 +344,17 @@ def branch_compare(args, plan, branching, model, tokenizer, sampler, tasks, stag
             ratio, f"{rows['plain']:.0f} / {rows['branching']:.0f}"])
 
 
-def learner_on(results, plan, model, pad_id: int, rollout_setting: str, args) -> None:
-    """The run config's learner update over the rollout batches: packed sharing prefixes, packed
-    rows alone, one per row (`LEARNER_SETTINGS`), in alternating rounds."""
+def timed_updates(settings: dict, results, plan, model, pad_id: int, args):
+    """The run config's learner update, with each of `settings`' fields, over the rollout
+    batches as a training step builds them, in alternating rounds after a first untimed pass
+    (which compiles every batch's shapes): {name: rate summary} of useful (real) tokens/s and
+    {name: that pass's metrics}."""
     from seetjax.learner import create_learner
     from seetjax.rollout.batching import trajectory_batch
 
     runs, firsts = {}, {}
     rows_per_episode = plan.rollout.branch.rows_per_episode
-    for name, fields in LEARNER_SETTINGS.items():
+    for name, fields in settings.items():
         learner, state = create_learner(model, dataclasses.replace(plan.learner, **fields))
         batches = [trajectory_batch(r, pad_id=pad_id, row_multiple=learner.batch_divisor,
                                     length=plan.row_length, max_pairs=plan.max_pairs or None,
@@ -350,10 +369,45 @@ def learner_on(results, plan, model, pad_id: int, rollout_setting: str, args) ->
                 out.append(metrics)
             return out
 
-        runs[name], firsts[name] = run, run()  # compiles every batch's shapes
-    tokens = sum(m["tokens"] for m in firsts["packed"])
+        runs[name], firsts[name] = run, run()
+    tokens = sum(m["tokens"] for m in firsts[next(iter(settings))])
     times = alternate(runs, args.rounds, warmup=0)
-    rates = {name: summary(t, tokens) for name, t in times.items()}
+    return {name: summary(t, tokens) for name, t in times.items()}, firsts
+
+
+def learner_setting(plan, results, rollout_setting: str, args) -> str:
+    cfg = plan.learner
+    branch = plan.rollout.branch
+    return (f"{rollout_setting.split(', stage 3')[0]}"
+            + (f", branching ({branch.points}, k={branch.k}, {branch.max_forks} forks)"
+               if branch.points != "none" else "")
+            + f": {len(results)} rollout batches as training steps build them "
+            f"({plan.row_length}-token rows, {cfg.micro_batches} micro-batches, "
+            f"{plan.max_pairs} pairs), the config's update ({cfg.advantage} + "
+            f"{', '.join(t.name for t in cfg.losses)}), median of {args.rounds} alternating "
+            f"rounds, load {load():.1f}")
+
+
+def pairs_on(results, plan, model, pad_id: int, rollout_setting: str, args) -> None:
+    """The update with the counterfactual pairs laid in the trajectories' packed rows
+    (`learner.pairs_with_trajectories`) against pairs packed in rows of their own."""
+    records = [len(r.records) for r in results]
+    rates, firsts = timed_updates(PAIR_SETTINGS, results, plan, model, pad_id, args)
+    ratio = f"{rates['with'].rate / rates['apart'].rate:.2f}x"
+    gap = max(abs(a["loss"] - b["loss"]) for a, b in zip(firsts["with"], firsts["apart"]))
+    print(f"useful tokens/s: pairs with the trajectories {rates['with']}, apart "
+          f"{rates['apart']} ({ratio}); records per batch {records}; largest first-pass loss "
+          f"difference {gap:.1e}")
+    learner_row("learner: pairs with the trajectories vs apart", PAIRS_TITLE, PAIRS_COLUMNS,
+                learner_setting(plan, results, rollout_setting, args), rates, ratio, args,
+                [str(rates["with"]), str(rates["apart"]), ratio, " ".join(map(str, records)),
+                 f"{gap:.1e}"])
+
+
+def learner_on(results, plan, model, pad_id: int, rollout_setting: str, args) -> None:
+    """The run config's learner update over the rollout batches: packed sharing prefixes, packed
+    rows alone, one per row (`LEARNER_SETTINGS`), in alternating rounds."""
+    rates, firsts = timed_updates(LEARNER_SETTINGS, results, plan, model, pad_id, args)
     mean = lambda name, key: statistics.mean(m[key] for m in firsts[name])  # noqa: E731
     saved = mean("shared prefixes", "shared_prefix_share")
     padding = " / ".join(f"{mean(name, 'padding_share'):.0%}" for name in LEARNER_SETTINGS)
@@ -365,22 +419,19 @@ def learner_on(results, plan, model, pad_id: int, rollout_setting: str, args) ->
           f"{rates['packed']}, one per row {rates['one per row']} (shared / packed, packed / one "
           f"per row: {ratio}); tokens not computed {saved:.0%}; padding share {padding}; "
           f"first-update loss difference {gap:.1e}")
-    cfg = plan.learner
-    branch = plan.rollout.branch
-    setting = (f"{rollout_setting.split(', stage 3')[0]}"
-               + (f", branching ({branch.points}, k={branch.k}, {branch.max_forks} forks)"
-                  if branch.points != "none" else "")
-               + f": {len(results)} rollout batches as training steps build them "
-               f"({plan.row_length}-token rows, {cfg.micro_batches} micro-batches, "
-               f"{plan.max_pairs} pairs), the config's update ({cfg.advantage} + "
-               f"{', '.join(t.name for t in cfg.losses)}), median of {args.rounds} alternating "
-               f"rounds, load {load():.1f}")
-    record("learner on rollout batches", setting, rates, ratio)
+    learner_row("learner on rollout batches", LEARNER_TITLE, LEARNER_COLUMNS,
+                learner_setting(plan, results, rollout_setting, args), rates, ratio, args,
+                [*(str(rates[name]) for name in LEARNER_SETTINGS), ratio, f"{saved:.0%}",
+                 padding, f"{gap:.1e}"])
+
+
+def learner_row(label: str, title: str, columns: list[str], setting: str, rates: dict,
+                ratio: str, args, cells: list[str]) -> None:
+    """Records a learner comparison and, unless --no-write, adds its row to BENCHMARKS.md."""
+    record(label, setting, rates, ratio)
     if not args.no_write:
-        add_row(LEARNER_TITLE, LEARNER_COLUMNS, [
-            datetime.date.today().isoformat(), cpu_machine(), setting,
-            *(str(rates[name]) for name in LEARNER_SETTINGS), ratio, f"{saved:.0%}", padding,
-            f"{gap:.1e}"])
+        add_row(title, columns, [datetime.date.today().isoformat(), cpu_machine(), setting,
+                                 *cells])
 
 
 if __name__ == "__main__":

@@ -100,7 +100,11 @@ class LearnerConfig:
     losses and gradients up to float rounding; with pack_rows only). With several micro-batches
     or devices, rows are first regrouped within their mini-batch so that rows beginning alike
     share a micro-batch (`packing.sharing_order`): updates are unchanged, but the
-    grad_variance metric then compares micro-batches of whole prompt groups."""
+    grad_variance metric then compares micro-batches of whole prompt groups.
+    pairs_with_trajectories: with share_prefixes, the preference pairs' rows the model runs over
+    are laid in the trajectories' packed rows, each beside the trajectory it begins like, and
+    computed in the same pass (a SEET pair is a failed episode's prefix and one step: it then
+    costs its step; `packing.with_riders`); only when the trajectories are trained too."""
 
     losses: tuple[LossTerm, ...]
     advantage: str | None = None
@@ -116,6 +120,7 @@ class LearnerConfig:
     pack_rows: bool = True
     target_logits: bool = True
     share_prefixes: bool = True
+    pairs_with_trajectories: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "losses", tuple(self.losses))
@@ -143,7 +148,8 @@ class LearnerConfig:
                           "temperature; greedy rollouts are scored at 1.0)")
         if self.logprob_chunk < 0:
             raise invalid(self, "logprob_chunk", self.logprob_chunk, "must be >= 0")
-        for name in ("pack_rows", "target_logits", "share_prefixes"):
+        for name in ("pack_rows", "target_logits", "share_prefixes",
+                     "pairs_with_trajectories"):
             if not isinstance(getattr(self, name), bool):
                 raise invalid(self, name, getattr(self, name), "must be True or False")
         if len(self.mesh) != 3 or self.mesh.count(-1) > 1:
@@ -223,7 +229,7 @@ def learner_config(spec: Mapping[str, Any]) -> LearnerConfig:
     counterfactual_weight (lambda_cf, 0 = off), counterfactual: the SEET counterfactual term;
     optimizer: OptimizerConfig fields; lora: LoRAConfig fields (rank 0 = off); mesh: {data, fsdp,
     tensor}; and mini_batches, micro_batches, temperature, logprob_chunk, peak_flops_per_device,
-    pack_rows, target_logits, share_prefixes.
+    pack_rows, target_logits, share_prefixes, pairs_with_trajectories.
     """
     spec = dict(spec)
     algorithm = spec.pop("algorithm", "grpo")

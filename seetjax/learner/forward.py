@@ -36,6 +36,16 @@ def sequence_outputs(graphdef: nnx.GraphDef, states: tuple[nnx.State, ...], seqs
     back into the layout of `seqs`. Rows with a `target_width` get log-probs, entropy and mean
     log-probs at their target tokens only (`target_mask`; 0 elsewhere), every loss reading them
     there alone."""
+    return shared_outputs(graphdef, states, seqs, temperature=temperature, chunk=chunk,
+                          entropy=entropy, values=values)[0]
+
+
+def shared_outputs(graphdef: nnx.GraphDef, states: tuple[nnx.State, ...], seqs: TokenSequences,
+                   riders: tuple[TokenSequences, ...] = (), *, temperature: float = 1.0,
+                   chunk: int = 0, entropy: bool = False, values: bool = False
+                   ) -> tuple[Outputs, ...]:
+    """`sequence_outputs` of `seqs`, then of each of `riders`, row sets laid in the packed rows
+    of `seqs` (their `Packing` has no rows: `packing.pack_batch`'s riders), from the one pass."""
     model = nnx.merge(graphdef, *states)
     rows = seqs if seqs.packing is None else seqs.packing.rows
     tree = None if seqs.packing is None else seqs.packing.tree
@@ -54,7 +64,9 @@ def sequence_outputs(graphdef: nnx.GraphDef, states: tuple[nnx.State, ...], seqs
         value = (shift_right(model.values(hidden)) if tree is None
                  else preceding(model.values(hidden), previous))
     out = Outputs(stats.logprobs, stats.entropy, stats.mean_logprobs, value)
-    return out if seqs.packing is None else jax.tree.map(seqs.packing.unpack, out)
+    if seqs.packing is None:
+        return (out,)
+    return tuple(jax.tree.map(s.packing.unpack, out) for s in (seqs, *riders))
 
 
 def masked_sums(logprobs: Array, mask: Array) -> Array:

@@ -27,6 +27,7 @@ from seetjax.learner import packing, targets
 from seetjax.learner import sharding as learner_sharding
 from seetjax.learner.config import LearnerConfig
 from seetjax.learner.forward import sequence_outputs
+from seetjax.learner.objective import pair_riders
 from seetjax.learner.optimizer import learning_rate_schedule, make_optimizer
 from seetjax.learner.state import (
     TrainState,
@@ -100,7 +101,8 @@ class Learner:
             if self.config.share_prefixes and micros * devices > 1:
                 batch = packing.regrouped(batch, updates, micros, devices)
             batch = packing.pack_batch(batch, updates * micros, devices,
-                                       self.config.share_prefixes)
+                                       self.config.share_prefixes, pair_riders(self.config),
+                                       micros)
         if self.config.target_logits:
             batch = targets.with_target_widths(batch)
         return batch
@@ -183,7 +185,7 @@ def padding_shares(batch: TrajectoryBatch, tokens: float) -> dict[str, float]:
     (padding_share_unpacked), and the share of the real tokens that shared prefixes saved
     computing (shared_prefix_share, `config.share_prefixes`; from this process's rows)."""
     rows = _row_sets(batch)
-    model_rows = [r if r.packing is None else r.packing.rows for r in rows]
+    model_rows = packing.model_rows(rows)
     real = sum(int(np.count_nonzero(np.asarray(r.segment_ids))) for r in rows)
     computed = sum(int(np.count_nonzero(np.asarray(r.segment_ids))) for r in model_rows)
     shared = 1.0 - computed / real if real else 0.0

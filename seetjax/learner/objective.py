@@ -18,7 +18,8 @@ from flax import nnx, struct
 from seetjax import losses
 from seetjax.batch import TokenSequences, TrajectoryBatch, row_mask, target_mask
 from seetjax.learner.config import LearnerConfig
-from seetjax.learner.forward import Outputs, masked_sums, sequence_outputs
+from seetjax.learner.forward import Outputs, masked_sums, shared_outputs
+from seetjax.learner.packing import rides
 from seetjax.losses.advantages import credit_to_trained, estimator_inputs, last_position, outcome_rewards
 from seetjax.losses.aggregation import Denominators, masked_mean
 
@@ -74,16 +75,37 @@ class StepModel:
         self.graphdef, self.frozen, self.reference, self.config = graphdef, frozen, reference, config
 
     def outputs(self, states: tuple[nnx.State, ...], seqs, **kw) -> Outputs:
-        return sequence_outputs(self.graphdef, states, seqs, temperature=self.config.temperature,
-                                chunk=self.config.logprob_chunk, **kw)
+        return self.shared(states, seqs, **kw)[0]
+
+    def shared(self, states: tuple[nnx.State, ...], seqs, riders=(), **kw) -> tuple[Outputs, ...]:
+        """The outputs of `seqs` and of the row sets riding in its packed rows, one pass."""
+        return shared_outputs(self.graphdef, states, seqs, riders,
+                              temperature=self.config.temperature,
+                              chunk=self.config.logprob_chunk, **kw)
+
+
+def pair_riders(cfg: LearnerConfig) -> tuple[str, ...]:
+    """The pair row sets that ride in the trajectories' packed rows (`pairs_with_trajectories`):
+    those the model runs over (with gradients or for reference sums), when it runs over the
+    trajectories with gradients too, so that one pass serves both."""
+    trained, needs = _trained_rows(cfg), _pair_reference_needed(cfg)
+    if not (cfg.pack_rows and cfg.share_prefixes and cfg.pairs_with_trajectories
+            and trained["sequences"]):
+        return ()
+    return tuple(name for name in ("chosen", "rejected") if trained[name] or needs)
+
+
+def _pair_reference_needed(cfg: LearnerConfig) -> bool:
+    """Whether a pair loss reads the reference model's log-likelihoods of the pairs."""
+    return any(cfg.term(n) is not None and cfg.term(n).needs_reference
+               for n in ("dpo", "counterfactual"))
 
 
 def _prepass_needs(cfg: LearnerConfig, batch: TrajectoryBatch) -> dict[str, bool]:
     """Which no-gradient passes `prepare` runs: reference log-probs of the trajectories, the
     behaviour values, the learner's own old log-probs (TIS), reference log-likelihoods of pairs."""
     policy, value = cfg.term("policy_gradient"), cfg.term("value")
-    pair_ref = any(cfg.term(n) is not None and cfg.term(n).needs_reference
-                   for n in ("dpo", "counterfactual"))
+    pair_ref = _pair_reference_needed(cfg)
     return {"ref": policy is not None and policy.needs_reference and batch.ref_logprobs is None,
             "values": value is not None and batch.old_values is None,
             # With one update per batch the pre-update log-probs are the update's own (detached).
@@ -107,13 +129,18 @@ def flop_tokens(cfg: LearnerConfig, batch: TrajectoryBatch) -> Array:
     over: of the packed rows when packed, a shared prefix's once."""
 
     def count(s: TokenSequences) -> Array:
+        if rides(s):  # its slots are the trajectories' packed rows', counted there
+            return jnp.zeros((), jnp.float32)
         rows = s if s.packing is None else s.packing.rows
         return jnp.sum(rows.segment_ids != 0).astype(jnp.float32)
 
     needs, trained = _prepass_needs(cfg, batch), _trained_rows(cfg)
     total = jnp.zeros((), jnp.float32)
     if batch.sequences is not None:
-        passes = 3 * trained["sequences"] + needs["ref"] + needs["values"] + needs["proximal"]
+        # pairs riding in the trajectories' rows take their reference pass there too
+        shared_ref = (needs["ref"] or needs["pair_ref"]) if (
+            batch.pairs is not None and rides(batch.pairs.chosen)) else needs["ref"]
+        passes = 3 * trained["sequences"] + shared_ref + needs["values"] + needs["proximal"]
         total += passes * count(batch.sequences)
     if batch.pairs is not None:
         total += (3 * trained["chosen"] + needs["pair_ref"]) * count(batch.pairs.chosen)
@@ -129,14 +156,14 @@ def prepare(model: StepModel, params: nnx.State, batch: TrajectoryBatch, chunks:
     needs = _prepass_needs(cfg, batch)
     current = (params, model.frozen)
     seqs = batch.sequences
-    if needs["ref"]:
+    if needs["pair_ref"]:
+        batch = _pair_reference(model, batch, chunks, map_rows, needs["ref"])
+    if needs["ref"] and batch.ref_logprobs is None:
         ref = map_rows(lambda s: model.outputs(model.reference, s).logprobs, seqs, chunks)
         batch = batch.replace(ref_logprobs=sg(ref))
     if needs["values"]:
         values = map_rows(lambda s: model.outputs(current, s, values=True).values, seqs, chunks)
         batch = batch.replace(old_values=sg(values))
-    if needs["pair_ref"]:
-        batch = batch.replace(pairs=_pair_reference(model, batch, chunks, map_rows))
     prepared = Prepared(batch=batch, mask=None if seqs is None else target_mask(seqs))
     if needs["proximal"]:
         proximal = map_rows(lambda s: model.outputs(current, s).logprobs, seqs, chunks)
@@ -147,15 +174,33 @@ def prepare(model: StepModel, params: nnx.State, batch: TrajectoryBatch, chunks:
     return prepared, metrics
 
 
-def _pair_reference(model: StepModel, batch: TrajectoryBatch, chunks: int, map_rows):
+def _pair_reference(model: StepModel, batch: TrajectoryBatch, chunks: int, map_rows,
+                    trajectories: bool) -> TrajectoryBatch:
+    """`batch` with its pairs' reference log-likelihoods; where the pairs ride in the
+    trajectories' rows, from one reference pass over those rows, which also gives the
+    trajectories' reference log-probs when `trajectories` asks for them."""
+    pairs = batch.pairs
+    chosen_mask, rejected_mask = pair_masks(batch)
+    if rides(pairs.chosen):  # rejected rides too: both are read here (`pair_riders`)
+        def both(x):
+            seqs, chosen, rejected, masks = x
+            out, c, r = model.shared(model.reference, seqs, (chosen, rejected))
+            return out.logprobs, masked_sums(c.logprobs, masks[0]), masked_sums(r.logprobs,
+                                                                              masks[1])
+
+        ref, ref_chosen, ref_rejected = map_rows(
+            both, (batch.sequences, pairs.chosen, pairs.rejected, (chosen_mask, rejected_mask)),
+            chunks)
+        pairs = pairs.replace(ref_chosen=sg(ref_chosen), ref_rejected=sg(ref_rejected))
+        return batch.replace(pairs=pairs, **({"ref_logprobs": sg(ref)} if trajectories else {}))
+
     def sums(seqs_and_mask):
         seqs, mask = seqs_and_mask
         return masked_sums(model.outputs(model.reference, seqs).logprobs, mask)
 
-    pairs = batch.pairs
-    chosen_mask, rejected_mask = pair_masks(batch)
-    return pairs.replace(ref_chosen=sg(map_rows(sums, (pairs.chosen, chosen_mask), chunks)),
-                         ref_rejected=sg(map_rows(sums, (pairs.rejected, rejected_mask), chunks)))
+    return batch.replace(pairs=pairs.replace(
+        ref_chosen=sg(map_rows(sums, (pairs.chosen, chosen_mask), chunks)),
+        ref_rejected=sg(map_rows(sums, (pairs.rejected, rejected_mask), chunks))))
 
 
 def _advantages(prepared: Prepared, cfg: LearnerConfig) -> tuple[Prepared, dict]:
@@ -275,20 +320,27 @@ def micro_objective(trainable: nnx.State, model: StepModel, micro: Prepared,
     rows = _trained_rows(cfg)
     out = pairs = None
     metrics: dict[str, Array] = {}
+    seq_pairs = micro.batch.pairs
+    riders = ()
+    if seq_pairs is not None and rides(seq_pairs.chosen):
+        riders = (seq_pairs.chosen,) + ((seq_pairs.rejected,) if rows["rejected"] else ())
     if rows["sequences"]:
         policy = cfg.term("policy_gradient") is not None
-        out = model.outputs(states, micro.batch.sequences, entropy=policy,
-                            values=cfg.term("value") is not None)
+        out, *carried = model.shared(states, micro.batch.sequences, riders, entropy=policy,
+                                     values=cfg.term("value") is not None)
         if policy:
             metrics["entropy"] = masked_mean(sg(out.entropy), micro.mask, t.tokens)
             metrics.update(mismatch_metrics(micro.batch.old_logprobs, sg(out.logprobs),
                                             micro.mask, t))
     if rows["chosen"]:
         chosen_mask, rejected_mask = pair_masks(micro.batch)
-        seq_pairs = micro.batch.pairs
-        chosen = (model.outputs(states, seq_pairs.chosen), chosen_mask)
-        rejected = ((model.outputs(states, seq_pairs.rejected), rejected_mask)
-                    if rows["rejected"] else None)
+        if riders:
+            chosen = (carried[0], chosen_mask)
+            rejected = (carried[1], rejected_mask) if rows["rejected"] else None
+        else:
+            chosen = (model.outputs(states, seq_pairs.chosen), chosen_mask)
+            rejected = ((model.outputs(states, seq_pairs.rejected), rejected_mask)
+                        if rows["rejected"] else None)
         pairs = (chosen, rejected)
     total = jnp.zeros((), jnp.float32)
     for term in cfg.losses:

@@ -23,6 +23,11 @@ processes, each packs its own rows (rows owned in process order, as `global_batc
 Shapes: packed rows per group are the smallest 2^k or 3 * 2^k >= the rows first-fit decreasing
 needs (under 1/3 of them spare), capped at the unpacked rows per group: about 2 log2(rows per
 group) + 1 shapes, so compilations stay bounded.
+
+Pairs riding with the trajectories (`pack_batch`'s `riders`): a SEET counterfactual pair is a
+failed episode's prefix (often most of its tokens) and one step. Laid in the trajectories' packed
+rows, in the group of the trajectory it begins like, its prefix is that trajectory's slots and the
+model pass computes its step alone; packed apart, it cost a row of its own per pair.
 """
 
 from __future__ import annotations
@@ -82,6 +87,22 @@ def agreed_max(n: int) -> int:
     return int(np.max(multihost_utils.process_allgather(np.int32(n))))
 
 
+def rides(seqs: TokenSequences) -> bool:
+    """Whether `seqs` was laid in the trajectories' packed rows (`with_riders`)."""
+    return seqs.packing is not None and seqs.packing.rows is None
+
+
+def model_rows(row_sets: Sequence[TokenSequences]) -> list[TokenSequences]:
+    """The rows the model runs over for each set: its packed rows, or the set itself unpacked;
+    none for a set riding in another's packed rows (`with_riders`), whose slots are those."""
+    return [s if s.packing is None else s.packing.rows for s in row_sets if not rides(s)]
+
+
+def _largest_group(of_group: np.ndarray) -> int:
+    """The most rows any group holds (the cap on its packed rows)."""
+    return int(np.bincount(of_group).max(initial=1))
+
+
 def host_arrays(seqs: TokenSequences, chunks: int, devices: int) -> tuple[np.ndarray, ...]:
     """The tokens, positions, segment ids and loss masks of `seqs` as numpy arrays, once its
     rows are checked to split into chunks x devices groups."""
@@ -93,20 +114,22 @@ def host_arrays(seqs: TokenSequences, chunks: int, devices: int) -> tuple[np.nda
                                          seqs.loss_mask))
 
 
-def pack_rows(seqs: TokenSequences, chunks: int = 1, devices: int = 1) -> TokenSequences:
+def pack_rows(seqs: TokenSequences, chunks: int = 1, devices: int = 1,
+              of_group: np.ndarray | None = None) -> TokenSequences:
     """`seqs` (host arrays, [N, T], this process's rows) with a `Packing` of its rows into
-    chunks x devices x k rows of width T, k the bucketed largest count any group needs."""
+    chunks x devices x k rows of width T, k the bucketed largest count any group needs. Row i
+    goes to group `of_group[i]` (chunk * devices + device block; default `row_groups`)."""
     tokens, positions, segments, masks = host_arrays(seqs, chunks, devices)
     n, width = tokens.shape
     groups = chunks * devices
     lengths = row_lengths(segments)
-    of_group = row_groups(n, chunks, devices)
+    of_group = row_groups(n, chunks, devices) if of_group is None else of_group
     bins = []
     for g in range(groups):
         members = np.flatnonzero(of_group == g)
         bins.append([[int(members[i]) for i in b]
                      for b in first_fit_decreasing(lengths[members].tolist(), width)])
-    per_group = agreed_max(bucket_rows(max(len(b) for b in bins), n // groups))
+    per_group = agreed_max(bucket_rows(max(len(b) for b in bins), _largest_group(of_group)))
     # chunk-local packed rows of the processes before this one, then this one's
     offset = jax.process_index() * devices * per_group
     packed = [np.zeros((groups * per_group, width), x.dtype)
@@ -138,7 +161,8 @@ def _single_segment(segment_ids: np.ndarray, length: int) -> bool:
                                                                  == segment_ids[0]))
 
 
-def pack_shared_rows(seqs: TokenSequences, chunks: int = 1, devices: int = 1) -> TokenSequences:
+def pack_shared_rows(seqs: TokenSequences, chunks: int = 1, devices: int = 1,
+                     of_group: np.ndarray | None = None) -> TokenSequences:
     """`pack_rows` with the rows' common leading tokens laid once (`PrefixTree`,
     `seetjax.learner.prefix_tree`): within each (chunk, device block) group, rows that begin
     alike share the slots of their common prefix; the outputs gathered back are every row's own
@@ -150,14 +174,14 @@ def pack_shared_rows(seqs: TokenSequences, chunks: int = 1, devices: int = 1) ->
     lengths = row_lengths(segments)
     keys = {m: prefix_tree.row_keys(tokens[m, :lengths[m]], positions[m, :lengths[m]])
             for m in range(n) if _single_segment(segments[m], lengths[m])}
-    of_group = row_groups(n, chunks, devices)
+    of_group = row_groups(n, chunks, devices) if of_group is None else of_group
     bins = [prefix_tree.plan_bins(keys, {int(m): int(lengths[m])
                                          for m in np.flatnonzero(of_group == g)}, width)
             for g in range(groups)]
     slots = sum(prefix_tree.trie_slots(keys, lengths, b) for group in bins for b in group)
     if not agreed_max(int(slots < lengths.sum())):  # nothing shared: the plain layout
-        return pack_rows(seqs, chunks, devices)
-    per_group = agreed_max(bucket_rows(max(len(b) for b in bins), n // groups))
+        return pack_rows(seqs, chunks, devices, of_group)
+    per_group = agreed_max(bucket_rows(max(len(b) for b in bins), _largest_group(of_group)))
     offset = jax.process_index() * devices * per_group
     shape = (groups * per_group, width)
     out = {name: np.zeros(shape, dtype) for name, dtype in (
@@ -276,15 +300,85 @@ def reordered(batch: TrajectoryBatch, order: np.ndarray | None,
 
 
 def pack_batch(batch: TrajectoryBatch, chunks: int = 1, devices: int = 1,
-               share_prefixes: bool = False) -> TrajectoryBatch:
+               share_prefixes: bool = False, riders: Sequence[str] = (),
+               micros: int | None = None) -> TrajectoryBatch:
     """`batch` with its trajectories and its pairs' chosen and rejected rows packed
-    (`pack_rows`, or with `share_prefixes` `pack_shared_rows`)."""
+    (`pack_rows`, or with `share_prefixes` `pack_shared_rows`). With `share_prefixes`, the pair
+    row sets named in `riders` ("chosen", "rejected") ride in the trajectories' packed rows
+    (`with_riders`; `micros`: micro-batches per mini-batch, default `chunks`); the others are
+    packed apart."""
     pack = pack_shared_rows if share_prefixes else pack_rows
-    if batch.sequences is not None:
-        batch = batch.replace(sequences=pack(batch.sequences, chunks, devices))
-    if batch.pairs is not None:
+    seqs, pairs = batch.sequences, batch.pairs
+    # pairs ride in rows of the trajectories' width only ([P, Tp] may differ from [B, T])
+    if not (share_prefixes and seqs is not None and pairs is not None
+            and np.shape(pairs.chosen.tokens)[1] == np.shape(seqs.tokens)[1]):
+        riders = ()
+    if riders:
+        batch = with_riders(batch, riders, chunks, devices, micros or chunks)
         pairs = batch.pairs
-        batch = batch.replace(pairs=pairs.replace(
-            chosen=pack(pairs.chosen, chunks, devices),
-            rejected=pack(pairs.rejected, chunks, devices)))
+    elif seqs is not None:
+        batch = batch.replace(sequences=pack(seqs, chunks, devices))
+    if pairs is not None:
+        batch = batch.replace(pairs=pairs.replace(**{
+            name: pack(getattr(pairs, name), chunks, devices)
+            for name in ("chosen", "rejected") if name not in riders}))
     return batch
+
+
+def with_riders(batch: TrajectoryBatch, riders: Sequence[str], chunks: int, devices: int,
+                micros: int) -> TrajectoryBatch:
+    """`batch` with its trajectories packed sharing prefixes (`pack_shared_rows`) together with
+    its pairs' row sets `riders`: the pairs first placed (`pair_placement`), each rider set
+    then given a `Packing` without rows of its own (`Packing.rows` None) whose `index` points
+    into the trajectories' packed rows."""
+    seqs = batch.sequences
+    order = pair_placement(seqs, batch.pairs.chosen, chunks, devices, micros)
+    pairs = reordered(batch, None, order).pairs
+    sets = [seqs] + [getattr(pairs, name) for name in riders]
+    for rows in sets:
+        host_arrays(rows, chunks, devices)  # each set splits into the groups, not just all
+    joint = TokenSequences(**{f: np.concatenate([np.asarray(getattr(x, f)) for x in sets])
+                              for f in ("tokens", "positions", "segment_ids", "loss_mask")})
+    of_group = np.concatenate([row_groups(len(x.tokens), chunks, devices) for x in sets])
+    packing = pack_shared_rows(joint, chunks, devices, of_group).packing
+    bounds = np.cumsum([0] + [len(x.tokens) for x in sets])
+    index = [packing.index[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    pairs = pairs.replace(**{name: getattr(pairs, name).replace(packing=Packing(rows=None,
+                                                                                index=i))
+                             for name, i in zip(riders, index[1:])})
+    return batch.replace(sequences=seqs.replace(packing=packing.replace(index=index[0])),
+                         pairs=pairs)
+
+
+def pair_placement(seqs: TokenSequences, chosen: TokenSequences, chunks: int, devices: int,
+                   micros: int) -> np.ndarray:
+    """[P] int: an order of the pairs (row j of the result is pair order[j]) that puts each
+    pair in the (chunk, device block) group of the trajectory its chosen row shares the longest
+    prefix with, where that group has a pair slot free (pair row j's group is
+    `row_groups(P, ...)[j]`), else in the free group of the longest one; each pair stays in its
+    mini-batch (chunk // micros), so every update trains the pairs it trained. Pairs in order
+    of their longest prefix, ties by index; padding pairs fill the slots left."""
+    seq_tokens, seq_segments = np.asarray(seqs.tokens), np.asarray(seqs.segment_ids)
+    tokens, segments = np.asarray(chosen.tokens), np.asarray(chosen.segment_ids)
+    p, groups = len(tokens), chunks * devices
+    seq_group = row_groups(len(seq_tokens), chunks, devices)
+    slot_group = row_groups(p, chunks, devices)
+    update = np.arange(groups) // devices // micros  # a group is chunk * devices + block
+    seq_lengths, lengths = row_lengths(seq_segments), row_lengths(segments)
+    shared = np.zeros((p, groups), np.int64)  # longest common prefix with a group's row
+    for i in np.flatnonzero(lengths):
+        n = lengths[i]
+        same = seq_tokens[:, :n] == tokens[i, :n]
+        common = np.where(same.all(axis=1), n, np.argmin(same, axis=1))
+        np.maximum.at(shared[i], seq_group, np.minimum(common, seq_lengths))
+    free = {g: list(np.flatnonzero(slot_group == g)) for g in range(groups)}
+    order = np.full(p, -1, np.int64)
+    own = update[:, None] == update[None, :]  # own[g, h]: groups g and h in one mini-batch
+    for i in sorted(np.flatnonzero(lengths),
+                    key=lambda i: (-shared[i][own[slot_group[i]]].max(), i)):
+        mine = slot_group[i]  # its group as given: kept on ties
+        options = [g for g in range(groups) if free[g] and own[mine, g]]
+        g = max(options, key=lambda g: (shared[i, g], g == mine, -g))
+        order[free[g].pop(0)] = i
+    order[order < 0] = [i for i in range(p) if not lengths[i]]
+    return order

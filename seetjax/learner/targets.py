@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from seetjax.batch import PrefixTree, TokenSequences, TrajectoryBatch
-from seetjax.learner.packing import agreed_max
+from seetjax.learner.packing import agreed_max, model_rows, rides
 
 FRACTIONS = (16, 8, 4, 2)  # the widths tried: row / 16, row / 8, ...
 
@@ -52,7 +52,7 @@ def target_width(rows: TokenSequences, tree: PrefixTree | None = None) -> int:
 
 def head_share(row_sets: list[TokenSequences]) -> float:
     """The share of the model rows' positions that the LM head ran at (1.0: everywhere)."""
-    rows = [s if s.packing is None else s.packing.rows for s in row_sets]
+    rows = model_rows(row_sets)
     slots = sum(r.tokens.size for r in rows)
     return sum(r.tokens.shape[0] * (r.target_width or r.tokens.shape[1]) for r in rows) / slots
 
@@ -60,6 +60,8 @@ def head_share(row_sets: list[TokenSequences]) -> float:
 def _with_width(seqs: TokenSequences) -> TokenSequences:
     if seqs.packing is None:
         return seqs.replace(target_width=target_width(seqs))
+    if rides(seqs):  # laid in the trajectories' rows, whose width covers it
+        return seqs
     rows = seqs.packing.rows
     return seqs.replace(packing=seqs.packing.replace(
         rows=rows.replace(target_width=target_width(rows, seqs.packing.tree))))

@@ -135,7 +135,8 @@ def default_config() -> ml_collections.ConfigDict:
     c.sft = ml_collections.ConfigDict(dict(enabled=False, run=ml_collections.ConfigDict()))
     # seetjax.learner.learner_config fields.
     c.learner = ml_collections.ConfigDict(dict(algorithm="grpo", counterfactual_weight=0.1,
-                                               pack_rows=True, share_prefixes=True))
+                                               pack_rows=True, share_prefixes=True,
+                                               pairs_with_trajectories=True))
     c.learner.temperature = c.sampling.get_ref("temperature")
     c.learner.optimizer = ml_collections.ConfigDict(dict(learning_rate=1e-6, warmup_steps=0,
                                                          max_grad_norm=1.0))

@@ -4,7 +4,9 @@ metrics and gradients as one trajectory per row."""
 import numpy as np
 import pytest
 from learner_testlib import (
+    PARITY_CONFIG,
     VARIANTS,
+    VOCAB,
     assert_same_update,
     flat_arrays,
     make_learner,
@@ -16,13 +18,16 @@ from learner_testlib import (
 )
 
 from seetjax import losses
-from seetjax.batch import Packing, target_mask
+from seetjax.batch import Packing, PreferencePairs, TokenSequences, target_mask
 from seetjax.learner import ALGORITHMS, learner_config
+from seetjax.learner.objective import pair_riders
 from seetjax.learner.packing import (
     bucket_rows,
     first_fit_decreasing,
     pack_batch,
     pack_rows,
+    pack_shared_rows,
+    pair_placement,
     regrouped,
     row_groups,
     row_lengths,
@@ -135,16 +140,130 @@ def test_packed_rows_give_the_unpacked_loss_and_gradients(spec, model, value_mod
     learner, state = make_learner(model, {**spec, "pack_rows": True})
     packed = [learner.gradients(moved_off_reference(state), b) for b in batches]
     ready = [learner.ready(b) for b in batches]
-    for seqs in (ready[0].sequences, ready[0].pairs.chosen, ready[0].pairs.rejected):
-        assert len(seqs.packing.rows.tokens) < len(seqs.tokens)
-    # the prefixes were shared: fewer slots computed than real tokens
+    riders = pair_riders(learner.config)
+    for name in ("sequences", "chosen", "rejected"):
+        seqs = ready[0].sequences if name == "sequences" else getattr(ready[0].pairs, name)
+        if name in riders:  # laid in the trajectories' packed rows, none of its own
+            assert seqs.packing.rows is None
+        else:
+            assert len(seqs.packing.rows.tokens) < len(seqs.tokens)
+    # the prefixes were shared: fewer slots computed than real tokens (the riders' included)
     seqs = ready[0].sequences
-    assert np.count_nonzero(seqs.packing.rows.segment_ids) < np.count_nonzero(seqs.segment_ids)
+    real = sum(np.count_nonzero(s.segment_ids) for s in
+               [seqs] + [getattr(ready[0].pairs, name) for name in riders])
+    assert np.count_nonzero(seqs.packing.rows.segment_ids) < real
     learner, state = make_learner(model, {**spec, "pack_rows": False})
     unpacked = [learner.gradients(moved_off_reference(state), _unpacked(r)) for r in ready]
     assert learner.ready(batches[0]).sequences.packing is None
     for expected, actual in zip(unpacked, packed):
         assert_same_update(expected, actual)
+
+
+def _pairs_of(seqs, sources, rng):
+    """SEET-like pairs: pair j cuts trajectory sources[j] after a point; chosen = that prefix +
+    a 4-token step of its own (its first token unlike the trajectory's), rejected = the
+    trajectory's own next 2 tokens (a prefix of it, as a failed step is). Also the steps'
+    lengths."""
+    chosen, rejected, chosen_masks, rejected_masks, steps = [], [], [], [], []
+    for r in sources:
+        row = np.asarray(seqs.tokens[r])[np.asarray(seqs.segment_ids[r]) != 0].tolist()
+        cut = rng.randint(len(row) // 2, len(row) - 2)
+        step = rng.randint(1, VOCAB, 4).tolist()
+        step[0] = row[cut] % (VOCAB - 1) + 1  # never the trajectory's next token
+        chosen.append(row[:cut] + step)
+        chosen_masks.append([0.0] * cut + [1.0] * len(step))
+        rejected.append(row[:cut + 2])
+        rejected_masks.append([0.0] * cut + [1.0] * 2)
+        steps.append(len(step))
+    width = seqs.shape[1]
+    return PreferencePairs(chosen=TokenSequences.from_rows(chosen, chosen_masks, width),
+                           rejected=TokenSequences.from_rows(rejected, rejected_masks, width),
+                           weights=np.ones(len(sources), np.float32)), steps
+
+
+def _riding_pairs_batch(sources=(1, 0, 3, 2), seed=5, width=256):
+    """`shared_prefix_batch` with the pairs of `_pairs_of`, its rows `width` wide: a group's
+    rows fit one packed row, as a rollout's long rows hold several."""
+    batch = shared_prefix_batch(seed=seed, rows=16)
+    seqs = batch.sequences
+    pad = ((0, 0), (0, width - seqs.shape[1]))
+    batch = batch.replace(sequences=seqs.replace(**{
+        f: np.pad(np.asarray(getattr(seqs, f)), pad)
+        for f in ("tokens", "positions", "segment_ids", "loss_mask")}),
+        old_logprobs=np.pad(batch.old_logprobs, pad),
+        step_keys=np.pad(batch.step_keys, pad, constant_values=-1))
+    pairs, steps = _pairs_of(batch.sequences, sources, np.random.RandomState(seed))
+    return batch.replace(pairs=pairs), steps
+
+
+def test_pairs_ride_in_the_trajectories_rows_at_the_cost_of_their_own_steps():
+    """SEET's pairs (a failed trajectory's prefix, then a step) laid in the trajectories'
+    packed rows: each in the group of its trajectory, though given in other groups' rows, so
+    that the packed rows hold exactly the trajectories' slots plus each chosen step (the
+    rejected steps are the trajectories' own tokens); each rider's `index` reads its tokens
+    back out of its chunk's packed rows."""
+    batch, steps = _riding_pairs_batch()
+    chunks = 2
+    alone = pack_shared_rows(batch.sequences, chunks).packing.rows
+    ready = pack_batch(batch, chunks, share_prefixes=True, riders=("chosen", "rejected"))
+    rows = ready.sequences.packing.rows
+    assert np.count_nonzero(rows.segment_ids) == np.count_nonzero(alone.segment_ids) + sum(steps)
+    order = pair_placement(batch.sequences, batch.pairs.chosen, chunks, 1, chunks)
+    sources = np.array((1, 0, 3, 2))
+    assert np.array_equal(sources[order] % 2, np.arange(4) % 2)  # with its trajectory's group
+    width = rows.shape[1]
+    for name in ("chosen", "rejected"):
+        rider = getattr(ready.pairs, name)
+        assert rider.packing.rows is None
+        expected = np.asarray(getattr(batch.pairs, name).tokens)[order]
+        read = (np.arange(width)[None] >= 1) & (np.asarray(rider.segment_ids) != 0)
+        for c in range(chunks):
+            got = Packing(rows=rows, index=rider.packing.index[c::chunks]).unpack(
+                rows.tokens[c::chunks])
+            np.testing.assert_array_equal(np.asarray(got), np.where(read[c::chunks],
+                                                                    expected[c::chunks], 0))
+
+
+@pytest.mark.parametrize("devices,sources", [(1, (1, 0, 3, 2, 5, 4, 7, 6)),
+                                             (2, (8, 9, 10, 11, 0, 1, 2, 3))])
+def test_pair_placement_moves_pairs_to_their_trajectories_within_their_mini_batch(devices,
+                                                                                  sources):
+    """2 updates x 2 micro-batches over 1 or 2 device blocks; pair j is given in a row of
+    another group than its trajectory's (sources[j]), that group in its own mini-batch: each
+    moves to its trajectory's group, and so stays in its mini-batch."""
+    rng = np.random.RandomState(2)
+    seqs = sequences(rng, 16, 32)
+    chosen = _pairs_of(seqs, sources, rng)[0].chosen
+    chunks = 4
+    groups, seq_groups = row_groups(8, chunks, devices), row_groups(16, chunks, devices)
+    mini_batch = lambda g: g // devices // 2  # noqa: E731 - group: chunk * devices + block
+    given = [seq_groups[r] for r in sources]
+    assert all(g != h and mini_batch(g) == mini_batch(h) for g, h in zip(given, groups))
+    order = pair_placement(seqs, chosen, chunks, devices, 2)
+    assert sorted(order.tolist()) == list(range(8))
+    assert [given[i] for i in order] == list(groups)
+
+
+@pytest.mark.parametrize("spec", [PARITY_CONFIG, {"algorithm": "grpo", "counterfactual_weight": 0.5,
+                                                  "mini_batches": 2, "micro_batches": 2}],
+                         ids=["chosen+rejected", "chosen"])
+def test_riding_pairs_give_the_unpacked_loss_and_gradients(spec, model):
+    """The counterfactual term with its preference (chosen and rejected ride, their reference
+    sums and the trajectories' KL reference from one pass) and without it (chosen alone rides;
+    2 mini-batches of 2): the loss, metrics and gradients of the unpacked learner on the same
+    rows."""
+    batch, _ = _riding_pairs_batch()
+    learner, state = make_learner(model, {**spec, "pack_rows": True})
+    state = moved_off_reference(state)
+    ready = learner.ready(batch)
+    riders = pair_riders(learner.config)
+    assert riders == (("chosen", "rejected") if spec is PARITY_CONFIG else ("chosen",))
+    assert pair_riders(learner_config({**spec, "pairs_with_trajectories": False})) == ()
+    assert all(getattr(ready.pairs, name).packing.rows is None for name in riders)
+    packed = learner.gradients(state, batch)
+    learner, state = make_learner(model, {**spec, "pack_rows": False})
+    unpacked = learner.gradients(moved_off_reference(state), _unpacked(ready))
+    assert_same_update(unpacked, packed)
 
 
 def test_regrouping_rows_changes_no_update(model):
@@ -202,5 +321,6 @@ def test_padding_shares_and_bounded_compiles(model):
 
 
 def test_pack_rows_is_validated():
-    with pytest.raises(ValueError, match="pack_rows"):
-        learner_config({"algorithm": "grpo", "pack_rows": "yes"})
+    for field in ("pack_rows", "pairs_with_trajectories"):
+        with pytest.raises(ValueError, match=field):
+            learner_config({"algorithm": "grpo", field: "yes"})

@@ -15,6 +15,7 @@ from learner_testlib import (
 
 from seetjax.batch import TokenSequences, target_mask
 from seetjax.learner import learner_config
+from seetjax.learner.packing import model_rows
 from seetjax.learner.targets import target_counts, target_width
 
 
@@ -44,8 +45,8 @@ def test_target_logits_give_the_full_loss_and_gradients(spec, pack, model, value
                                               "target_logits": targets})
         results[targets] = learner.gradients(moved_off_reference(state), batch)
         ready = learner.ready(batch)
-        widths = [(s if s.packing is None else s.packing.rows).target_width
-                  for s in (ready.sequences, ready.pairs.chosen, ready.pairs.rejected)]
+        widths = [r.target_width for r in model_rows(
+            [ready.sequences, ready.pairs.chosen, ready.pairs.rejected])]
         assert all(widths) if targets else not any(widths)
     assert_same_update(results[False], results[True])
 
