@@ -138,9 +138,9 @@ def flop_tokens(cfg: LearnerConfig, batch: TrajectoryBatch) -> Array:
     total = jnp.zeros((), jnp.float32)
     if batch.sequences is not None:
         # pairs riding in the trajectories' rows take their reference pass there too
-        shared_ref = (needs["ref"] or needs["pair_ref"]) if (
-            batch.pairs is not None and rides(batch.pairs.chosen)) else needs["ref"]
-        passes = 3 * trained["sequences"] + shared_ref + needs["values"] + needs["proximal"]
+        riding = batch.pairs is not None and rides(batch.pairs.chosen)
+        reference = needs["ref"] or (riding and needs["pair_ref"])
+        passes = 3 * trained["sequences"] + reference + needs["values"] + needs["proximal"]
         total += passes * count(batch.sequences)
     if batch.pairs is not None:
         total += (3 * trained["chosen"] + needs["pair_ref"]) * count(batch.pairs.chosen)
